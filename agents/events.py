@@ -1,0 +1,135 @@
+"""What the agent loop reports while it runs, and the recorder protocol that receives it.
+
+The loop knows nothing of storage: it hands a ``RunStart``, one ``StepEvent`` per step and a
+``RunEnd`` to the ``Recorder`` it is given. ``tracer`` supplies a recorder that writes each step to
+the database as it happens; ``ListRecorder`` keeps them in memory (tests, the command line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+# Stop reasons (DESIGN.md vocabulary). ``interrupted`` is set by the tracer, not the loop.
+FINAL_ANSWER = "final_answer"
+CONSECUTIVE_ERRORS = "consecutive_errors"
+MAX_STEPS = "max_steps"
+FATAL_ERROR = "fatal_error"
+CRASHED = "crashed"
+INTERRUPTED = "interrupted"
+STOP_REASONS = (FINAL_ANSWER, CONSECUTIVE_ERRORS, MAX_STEPS, FATAL_ERROR, CRASHED, INTERRUPTED)
+
+# Failure categories (lesson 002 plus lesson 001's fatal kind).
+CATEGORIES = ("validation", "transient", "permission", "business", "fatal")
+
+TOOL_USE = "tool_use"
+FINAL = "final_answer"
+
+
+@dataclass
+class Attempt:
+    """One try of one tool call, as the harness saw it."""
+
+    number: int  # 1-based
+    ok: bool
+    content: Any  # what the tool produced (text or JSON-able), before the policy formats it
+    category: str | None = None  # one of CATEGORIES when not ok
+    retryable: bool | None = None
+    message: str | None = None  # the failure's readable message
+    backoff_s: float = 0.0  # delay the harness waited before this attempt (0 for the first)
+    latency_ms: float = 0.0
+    empty: bool = False  # ok, but nothing was found
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepEvent:
+    """One tool_use (with all its attempts) or the final answer."""
+
+    index: int  # 1-based, in the order the model produced them
+    kind: str  # TOOL_USE | FINAL
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    input: dict[str, Any] | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    result_content: Any = None  # the tool_result content sent back to the model
+    is_error: bool = False  # the tool_result's is_error flag
+    category: str | None = None  # of the last attempt, when it failed
+    retryable: bool | None = None
+    retry_count: int = 0  # attempts beyond the first made by the harness
+    latency_ms: float = 0.0  # tool time plus backoff, all attempts
+    input_tokens: int = 0  # of the model response that produced this step
+    output_tokens: int = 0
+    text: str | None = None  # the final answer, or assistant text that came with the tool_use
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["attempts"] = [a.to_dict() for a in self.attempts]
+        return data
+
+
+@dataclass
+class RunStart:
+    scenario: str
+    policy_name: str
+    policy_settings: dict[str, Any]
+    model_backend: str  # simulated | claude | replay
+    model_name: str
+    task: str
+    system: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)  # Messages API tool schemas
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    reason: str
+
+
+@dataclass
+class RunEnd:
+    stop_reason: str
+    final_answer: str | None = None
+    verdict: Verdict | None = None
+    error: str | None = None  # the exception (crashed) or the fatal error's message
+    guard: str | None = None  # e.g. "3 tool errors in a row" when a guard stopped the run
+    transcript: list[dict[str, Any]] = field(default_factory=list)  # raw Messages API exchange
+
+
+class Recorder(Protocol):
+    def run_started(self, start: RunStart) -> None: ...
+
+    def step_recorded(self, step: StepEvent) -> None: ...
+
+    def run_finished(self, end: RunEnd) -> None: ...
+
+    def child(self, *, label: str) -> "Recorder":
+        """A recorder for a sub-agent's run (the coordinator's children)."""
+        ...
+
+
+class ListRecorder:
+    """Keeps everything in memory; children are kept in ``children``."""
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+        self.start: RunStart | None = None
+        self.steps: list[StepEvent] = []
+        self.end: RunEnd | None = None
+        self.children: list[ListRecorder] = []
+
+    def run_started(self, start: RunStart) -> None:
+        self.start = start
+
+    def step_recorded(self, step: StepEvent) -> None:
+        self.steps.append(step)
+
+    def run_finished(self, end: RunEnd) -> None:
+        self.end = end
+
+    def child(self, *, label: str) -> "ListRecorder":
+        rec = ListRecorder(label)
+        self.children.append(rec)
+        return rec

@@ -1,0 +1,161 @@
+"""Harness error-handling policies: how outcomes become tool_results and which calls are retried.
+
+A policy is plain data. The presets are the lessons' harnesses; users build more variants from a
+plain dict, validated field by field (``policy_from_dict``).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ErrorFormat = Literal["raise", "bare", "message", "structured"]
+RetryRule = Literal["all", "transient", "none"]
+
+
+class PolicyError(ValueError):
+    """A policy dict that does not validate; ``errors`` maps each field to what is expected."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=40, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    description: str = ""
+    error_format: ErrorFormat = "structured"
+    retry_on: RetryRule = "transient"
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    backoff_base_s: float = Field(default=0.2, ge=0, le=30)
+    backoff_max_s: float = Field(default=2.0, ge=0, le=120)
+    backoff_jitter: float = Field(default=0.5, ge=0, le=1)  # fraction of the delay, drawn at random
+    empty_is_error: bool = False
+    consecutive_error_limit: int | None = Field(default=3, ge=1, le=50)  # None: no guard
+    stop_on_fatal: bool = True
+    max_steps: int = Field(default=10, ge=1, le=200)
+
+    @field_validator("consecutive_error_limit", mode="before")
+    @classmethod
+    def _zero_means_off(cls, value: Any) -> Any:
+        return None if value in (0, "0", "", None) else value
+
+    def settings(self) -> dict[str, Any]:
+        """The snapshot stored with each run."""
+        return self.model_dump()
+
+    def should_retry(self, *, category: str | None, retryable: bool | None, attempt: int) -> bool:
+        """Whether the harness tries the same call again after a failed ``attempt`` (1-based)."""
+        if attempt >= self.max_attempts or category is None:
+            return False
+        if self.retry_on == "all":
+            return True
+        if self.retry_on == "transient":
+            return bool(retryable)
+        return False
+
+    def backoff(self, *, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait before attempt ``attempt + 1``: exponential, bounded, with jitter."""
+        delay = min(self.backoff_base_s * 2 ** (attempt - 1), self.backoff_max_s)
+        if self.backoff_jitter:
+            delay += delay * self.backoff_jitter * rng.random()
+        return round(delay, 4)
+
+
+PRESETS: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy(
+            name="fragile",
+            description="Raises on any failure: the run dies with the exception.",
+            error_format="raise",
+            retry_on="none",
+            max_attempts=1,
+            backoff_base_s=0,
+            backoff_jitter=0,
+            consecutive_error_limit=None,
+            stop_on_fatal=False,
+        ),
+        Policy(
+            name="starter",
+            description='Bare "Error", every failure retried three times, an empty result is an error.',
+            error_format="bare",
+            retry_on="all",
+            max_attempts=3,
+            backoff_base_s=0,
+            backoff_jitter=0,
+            empty_is_error=True,
+            consecutive_error_limit=None,
+            stop_on_fatal=False,
+        ),
+        Policy(
+            name="message",
+            description="is_error with the exception's message; transient failures retried in code.",
+            error_format="message",
+            retry_on="transient",
+            max_attempts=3,
+            backoff_base_s=0.2,
+            backoff_jitter=0,
+            consecutive_error_limit=None,
+            stop_on_fatal=True,
+        ),
+        Policy(
+            name="structured",
+            description="Category, isRetryable and message; only transient retried, bounded, with "
+            "jittered backoff; fatal stops the run; 3 consecutive errors stop the run.",
+            error_format="structured",
+            retry_on="transient",
+            max_attempts=3,
+            backoff_base_s=0.2,
+            backoff_jitter=0.5,
+            consecutive_error_limit=3,
+            stop_on_fatal=True,
+        ),
+    )
+}
+
+PRESET_NAMES = tuple(PRESETS)
+
+
+def _field_messages(exc: ValidationError) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "policy"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting; expected one of " + ", ".join(Policy.model_fields)
+        out.setdefault(key, msg)
+    return out
+
+
+def policy_from_dict(data: dict[str, Any]) -> Policy:
+    """Build a policy variant from a plain dict, optionally based on a preset (``"base": "structured"``).
+
+    Raises ``PolicyError`` naming each invalid field and what is expected.
+    """
+    if not isinstance(data, dict):
+        raise PolicyError({"policy": "expected a mapping of setting names to values"})
+    data = dict(data)
+    base_name = data.pop("base", None)
+    merged: dict[str, Any] = {}
+    if base_name:
+        if base_name not in PRESETS:
+            raise PolicyError({"base": f"unknown preset {base_name!r}; expected one of {', '.join(PRESETS)}"})
+        merged = PRESETS[base_name].settings()
+    merged.update(data)
+    try:
+        return Policy(**merged)
+    except ValidationError as exc:
+        raise PolicyError(_field_messages(exc)) from None
+
+
+def get_policy(name_or_settings: str | dict[str, Any]) -> Policy:
+    if isinstance(name_or_settings, dict):
+        return policy_from_dict(name_or_settings)
+    if name_or_settings not in PRESETS:
+        raise PolicyError({"policy": f"unknown policy {name_or_settings!r}; expected one of {', '.join(PRESETS)}"})
+    return PRESETS[name_or_settings]

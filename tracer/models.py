@@ -1,0 +1,192 @@
+"""Recorded traces: experiments, runs, steps, policy variants and reviews of guard stops.
+
+Runs may also come from outside (imported transcripts, OpenTelemetry spans), where scenario, policy
+or verdict are unknown: those fields are blank, never required. Counters live on ``Run`` so list
+pages never aggregate steps; the recorder keeps them consistent with the steps it writes.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings as django_settings
+from django.db import models
+
+
+class PolicyVariant(models.Model):
+    """A named harness policy. Presets come from a data migration; users add variants."""
+
+    name = models.CharField(max_length=40, unique=True)
+    description = models.TextField(blank=True)
+    settings = models.JSONField()  # agents.policies.Policy.settings()
+    is_preset = models.BooleanField(default=False)
+    created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-is_preset", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Experiment(models.Model):
+    """Scenarios × policies × repeats launched together with one model backend."""
+
+    name = models.CharField(max_length=200, blank=True)
+    scenarios = models.JSONField(default=list)
+    policies = models.JSONField(default=list)  # policy names
+    repeats = models.PositiveIntegerField(default=1)
+    model_backend = models.CharField(max_length=20, default="simulated")
+    model_name = models.CharField(max_length=100, blank=True)
+    total_runs = models.PositiveIntegerField(default=0)
+    finished_runs = models.PositiveIntegerField(default=0)  # kept by the recorder
+    created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name or f"experiment {self.pk}"
+
+    @property
+    def is_done(self) -> bool:
+        return self.total_runs > 0 and self.finished_runs >= self.total_runs
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+
+    class StopReason(models.TextChoices):
+        FINAL_ANSWER = "final_answer"
+        CONSECUTIVE_ERRORS = "consecutive_errors"
+        MAX_STEPS = "max_steps"
+        FATAL_ERROR = "fatal_error"
+        CRASHED = "crashed"
+        INTERRUPTED = "interrupted"
+
+    class Verdict(models.TextChoices):
+        PASS = "pass"
+        FAIL = "fail"
+
+    class Source(models.TextChoices):
+        AGENT = "agent"  # executed here by a worker
+        IMPORT = "import"  # arrived from outside
+
+    experiment = models.ForeignKey(Experiment, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    label = models.CharField(max_length=200, blank=True)  # a sub-agent's job, e.g. "lookup order 1050"
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.AGENT)
+
+    scenario = models.CharField(max_length=100, blank=True)
+    policy_name = models.CharField(max_length=40, blank=True)
+    policy = models.ForeignKey(PolicyVariant, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    policy_settings = models.JSONField(default=dict, blank=True)  # snapshot at launch
+    model_backend = models.CharField(max_length=20, default="simulated")  # simulated | claude | replay | imported
+    model_name = models.CharField(max_length=100, blank=True)
+    task = models.TextField(blank=True)
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True)
+    guard = models.CharField(max_length=200, blank=True)  # which guard stopped it, e.g. "3 tool errors in a row"
+    verdict = models.CharField(max_length=4, choices=Verdict.choices, blank=True)  # blank: unknown
+    verdict_reason = models.TextField(blank=True)
+    final_answer = models.TextField(blank=True)
+    error = models.TextField(blank=True)  # exception (crashed) or fatal error message
+    transcript = models.JSONField(default=list, blank=True)  # raw Messages API exchange
+    search_text = models.TextField(blank=True)  # tool inputs + final answer, for the list search
+
+    # Counters kept by the recorder, so list and matrix pages never count steps.
+    step_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)  # steps whose tool_result had is_error
+    retry_count = models.PositiveIntegerField(default=0)  # harness retries, all steps
+    wasted_retry_count = models.PositiveIntegerField(default=0)  # retries after a non-retryable failure
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+
+    worker = models.CharField(max_length=200, blank=True)  # who claimed it
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="run_created_idx"),
+            models.Index(fields=["scenario", "policy_name"], name="run_scenario_policy_idx"),
+            models.Index(fields=["policy_name"], name="run_policy_idx"),
+            models.Index(fields=["status"], name="run_status_idx"),
+            models.Index(fields=["stop_reason"], name="run_stop_reason_idx"),
+            models.Index(fields=["verdict"], name="run_verdict_idx"),
+            models.Index(fields=["model_backend"], name="run_backend_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.scenario or '?'} / {self.policy_name or '?'}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status != self.Status.FINISHED
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.model_backend == "simulated"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class Step(models.Model):
+    """One tool_use with its attempts, or the final answer."""
+
+    class Kind(models.TextChoices):
+        TOOL_USE = "tool_use"
+        FINAL_ANSWER = "final_answer"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()  # 1-based
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    tool_name = models.CharField(max_length=100, blank=True)
+    tool_use_id = models.CharField(max_length=100, blank=True)
+    input = models.JSONField(null=True, blank=True)
+    attempts = models.JSONField(default=list, blank=True)  # agents.events.Attempt.to_dict() each
+    result_content = models.JSONField(null=True, blank=True)  # the tool_result content sent to the model
+    is_error = models.BooleanField(default=False)
+    category = models.CharField(max_length=12, blank=True)
+    retryable = models.BooleanField(null=True, blank=True)
+    retry_count = models.PositiveIntegerField(default=0)
+    latency_ms = models.FloatField(default=0)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    text = models.TextField(blank=True)  # final answer, or assistant text with the tool_use
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="step_run_index_unique")]
+
+    def __str__(self) -> str:
+        return f"step {self.index} of run {self.run_id}"
+
+
+class StopReview(models.Model):
+    """A reviewer's verdict on a run that a guard stopped."""
+
+    class Verdict(models.TextChoices):
+        UNHELPFUL_ERROR = "unhelpful_error", "unhelpful error message"
+        MODEL_STUCK = "model_stuck", "model stuck"
+        EXPECTED = "expected", "expected"
+        OTHER = "other", "other"
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="review")
+    verdict = models.CharField(max_length=20, choices=Verdict.choices)
+    note = models.TextField(blank=True)
+    reviewer = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    reviewed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"review of run {self.run_id}: {self.verdict}"
