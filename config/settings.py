@@ -5,6 +5,7 @@ Production: ``DATABASE_URL=postgres://…`` and ``CELERY_BROKER_URL=redis://…`
 """
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -12,6 +13,9 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("RLT_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+# Under pytest, each session gets its own test database file and queue, so a dashboard left running
+# (``./rlt up``) or a second test session in the same tree never takes this session's tasks.
+UNDER_PYTEST = "pytest" in sys.modules
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or "insecure-local-only-set-DJANGO_SECRET_KEY-in-production"
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
@@ -72,9 +76,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
     }
     DATABASES["default"].setdefault("TEST", {})
+    # Worker subprocesses in tests must see the test database: use a file, not memory.
     if os.environ.get("RLT_TEST_DB_FILE"):
-        # Worker subprocesses in tests must see the test database: use a file, not memory.
         DATABASES["default"]["TEST"]["NAME"] = os.environ["RLT_TEST_DB_FILE"]
+    elif UNDER_PYTEST:
+        DATABASES["default"]["TEST"]["NAME"] = str(VAR_DIR / f"test-{os.getpid()}.sqlite3")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -95,18 +101,21 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 
 # Celery: a real worker over a real broker. The default broker needs no server.
-BROKER_DIR = VAR_DIR / "broker"
+BROKER_DIR = Path(os.environ.get("RLT_BROKER_DIR") or VAR_DIR / "broker")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
         "polling_interval": 0.1,
     }
+# One queue name per test session (no dots: the filesystem transport splits file names on them).
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("RLT_QUEUE") or (f"rlt-test-{os.getpid()}" if UNDER_PYTEST else "celery")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -118,6 +127,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Model backends
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")
+
+# Tests only: seconds the recorder waits after committing each step, so a test can watch a run
+# while it is still running. Zero everywhere else.
+RLT_STEP_DELAY_S = float(os.environ.get("RLT_STEP_DELAY_S") or 0)
+# Runs still "running" this long after they started are taken as abandoned by ``interrupt_stale``.
+RLT_STALE_AFTER_S = int(os.environ.get("RLT_STALE_AFTER_S") or 3600)
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,155 @@
+"""Shared fixtures: hand-made agent events and a real Celery worker process on this test database.
+
+Each pytest session has its own SQLite test file (or PostgreSQL test database) and its own queue
+name (see config/settings.py), so a worker started here takes only this session's tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from agents.events import FINAL, TOOL_USE, Attempt, StepEvent
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+ARTIFACTS = BASE_DIR / "test-artifacts"
+
+
+def failed_attempt(number: int, *, category: str = "business", retryable: bool = False, message: str = "no") -> Attempt:
+    return Attempt(number=number, ok=False, content=None, category=category, retryable=retryable, message=message)
+
+
+def ok_attempt(number: int, content="ok", *, empty: bool = False) -> Attempt:
+    return Attempt(number=number, ok=True, content=content, empty=empty)
+
+
+def tool_step(index: int, attempts: list[Attempt], *, tool: str = "process_refund", input=None, tokens=(10, 5)) -> StepEvent:
+    last = attempts[-1]
+    return StepEvent(
+        index=index,
+        kind=TOOL_USE,
+        tool_name=tool,
+        tool_use_id=f"toolu_{index:02d}",
+        input=input if input is not None else {"order_id": "0871"},
+        attempts=attempts,
+        result_content=last.content if last.ok else "Error",
+        is_error=not last.ok,
+        category=last.category,
+        retryable=last.retryable,
+        retry_count=len(attempts) - 1,
+        latency_ms=1.5 * len(attempts),
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+    )
+
+
+def final_step(index: int, text: str = "Done.") -> StepEvent:
+    return StepEvent(index=index, kind=FINAL, text=text, input_tokens=20, output_tokens=8)
+
+
+def database_url_for_workers() -> str:
+    """The URL of the test database this session created, for worker subprocesses."""
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    user = quote(db.get("USER") or "")
+    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{host}{port}/{db['NAME']}"
+
+
+def purge_test_queue() -> None:
+    from config.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+class WorkerProcess:
+    """A ``celery worker`` subprocess; ``log()`` returns what it printed so far."""
+
+    def __init__(self, *, step_delay_s: float = 0.0, concurrency: int = 2) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.name = f"test-{uuid.uuid4().hex[:8]}"
+        self.log_path = ARTIFACTS / f"worker-{self.name}.log"
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url_for_workers(),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "RLT_BROKER_DIR": str(settings.BROKER_DIR),
+            "RLT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+            "RLT_STEP_DELAY_S": str(step_delay_s),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+        }
+        env.pop("RLT_TEST_DB_FILE", None)
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "config", "worker",
+                "--pool=prefork", f"--concurrency={concurrency}", "-n", f"{self.name}@%h",
+                "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+                "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if " ready." in self.log():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.stop()
+        raise AssertionError(f"the worker did not start:\n{self.log()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def worker_process(transactional_db):
+    """A real Celery worker process executing this test's runs from the real broker.
+
+    Needs committed rows, hence ``transactional_db`` (or ``live_server``). Stopped before the
+    database is flushed.
+    """
+    purge_test_queue()
+    worker = WorkerProcess()
+    worker.wait_ready()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _purge_this_sessions_queue():
+    yield
+    try:
+        purge_test_queue()
+    except Exception:  # the broker may already be gone at the end of the session
+        pass

@@ -1,0 +1,96 @@
+"""Shared by the experiment commands: waiting with a progress bar, and the summary table."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter, defaultdict
+
+from django.core.management.base import CommandError
+
+from tracer.models import Experiment, Run
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    filled = int(width * done / total) if total else width
+    return f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total} runs finished"
+
+
+def wait_for(experiment: Experiment, *, timeout: float, stdout, idle_hint_after: float = 20.0) -> Experiment:
+    """Redraw a progress bar until every run of ``experiment`` has finished, or fail after ``timeout``."""
+    started = time.monotonic()
+    tty = hasattr(stdout, "isatty") and stdout.isatty() or sys.stdout.isatty()
+    last_line = ""
+    hinted = False
+    while True:
+        experiment.refresh_from_db(fields=["finished_runs", "total_runs"])
+        line = progress_bar(experiment.finished_runs, experiment.total_runs)
+        if tty:
+            stdout.write("\r" + line, ending="")
+            stdout.flush()
+        elif line != last_line:
+            stdout.write(line)
+        last_line = line
+        if experiment.is_done:
+            if tty:
+                stdout.write("")
+            return experiment
+        elapsed = time.monotonic() - started
+        if not hinted and elapsed > idle_hint_after and not experiment.runs.exclude(status=Run.Status.QUEUED).exists():
+            stdout.write("\nno worker has picked up a run yet; is one running? (celery -A config worker)")
+            hinted = True
+        if elapsed > timeout:
+            raise CommandError(
+                f"experiment {experiment.pk}: {experiment.finished_runs} of {experiment.total_runs} runs finished "
+                f"after {timeout:.0f}s; the rest are still queued or running (start a worker: celery -A config worker)"
+            )
+        time.sleep(0.25)
+
+
+def summary_rows(experiment: Experiment) -> list[dict]:
+    """One row per scenario × policy: runs, passes, mean tool calls, retries, wasted retries, stop reasons."""
+    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    runs = experiment.runs.filter(parent__isnull=True).only(
+        "scenario", "policy_name", "verdict", "tool_call_count", "retry_count", "wasted_retry_count", "stop_reason"
+    )
+    for run in runs:
+        groups[(run.scenario, run.policy_name)].append(run)
+    rows = []
+    for scenario in experiment.scenarios:
+        for policy in experiment.policies:
+            group = groups.get((scenario, policy), [])
+            if not group:
+                continue
+            reasons = Counter(r.stop_reason or "?" for r in group)
+            rows.append(
+                {
+                    "scenario": scenario,
+                    "policy": policy,
+                    "runs": len(group),
+                    "pass": sum(r.verdict == Run.Verdict.PASS for r in group),
+                    "tool_calls": sum(r.tool_call_count for r in group) / len(group),
+                    "retries": sum(r.retry_count for r in group),
+                    "wasted": sum(r.wasted_retry_count for r in group),
+                    "stops": ", ".join(f"{k}×{v}" if v > 1 else k for k, v in sorted(reasons.items())),
+                }
+            )
+    return rows
+
+
+def summary_table(experiment: Experiment) -> str:
+    rows = summary_rows(experiment)
+    headers = ["scenario", "policy", "runs", "pass", "tool calls", "retries", "wasted", "stop reasons"]
+    cells = [
+        [r["scenario"], r["policy"], str(r["runs"]), str(r["pass"]), f"{r['tool_calls']:.1f}", str(r["retries"]),
+         str(r["wasted"]), r["stops"]]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    numeric = {2, 3, 4, 5, 6}
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    lines = [fmt(headers), fmt(["-" * w for w in widths])]
+    lines += [fmt(c) for c in cells]
+    return "\n".join(lines)

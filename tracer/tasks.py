@@ -1,0 +1,31 @@
+"""Celery tasks: another interface to the services. They take ids, never model instances."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from celery import shared_task
+from celery.signals import worker_ready
+
+from . import services
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def run_execute_task(self, run_id: int) -> None:
+    """Execute one queued run. A second delivery of the same run finds it claimed and does nothing."""
+    worker = f"{self.request.hostname} pid {os.getpid()}" if self.request.hostname else services.worker_identity()
+    services.run_execute(run_id=run_id, worker=worker)
+
+
+@worker_ready.connect
+def _interrupt_runs_of_previous_incarnation(sender=None, **kwargs) -> None:
+    """A worker starting under a name finishes, as interrupted, whatever that name was still running."""
+    hostname = getattr(sender, "hostname", None)
+    if not hostname:
+        return
+    count = services.run_interrupt_stale(worker=f"{hostname} ")
+    if count:
+        logger.warning("%s: %d run(s) left running by an earlier worker of this name marked interrupted", hostname, count)
