@@ -7,6 +7,7 @@ name (see config/settings.py), so a worker started here takes only this session'
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,10 +80,10 @@ def purge_test_queue() -> None:
 class WorkerProcess:
     """A ``celery worker`` subprocess; ``log()`` returns what it printed so far."""
 
-    def __init__(self, *, step_delay_s: float = 0.0, concurrency: int = 2) -> None:
+    def __init__(self, *, step_delay_s: float = 0.0, concurrency: int = 2, name: str | None = None) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
-        self.name = f"test-{uuid.uuid4().hex[:8]}"
-        self.log_path = ARTIFACTS / f"worker-{self.name}.log"
+        self.name = name or f"test-{uuid.uuid4().hex[:8]}"
+        self.log_path = ARTIFACTS / f"worker-{self.name}-{uuid.uuid4().hex[:4]}.log"
         env = {
             **os.environ,
             "DATABASE_URL": database_url_for_workers(),
@@ -121,6 +122,15 @@ class WorkerProcess:
         self.stop()
         raise AssertionError(f"the worker did not start:\n{self.log()[-3000:]}")
 
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool processes: nothing gets to finish or clean up."""
+        for pid in [*_children_of(self.proc.pid), self.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -130,6 +140,21 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid:
+            children.append(int(entry))
+    return children
 
 
 @pytest.fixture

@@ -22,9 +22,17 @@ def expand(values: list[str] | None, every: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+OPTION_OF_FIELD = {"scenarios": "--scenario", "policies": "--policy", "model_backend": "--model"}
+
+
 def validation_message(exc: ValidationError) -> str:
+    """One line per message, each naming the command-line option it is about."""
     if hasattr(exc, "error_dict"):
-        return "\n".join(f"--{field.replace('_', '-')}: {m}" for field, msgs in exc.message_dict.items() for m in msgs)
+        return "\n".join(
+            f"{OPTION_OF_FIELD.get(field, '--' + field.replace('_', '-'))}: {message}"
+            for field, messages in exc.message_dict.items()
+            for message in messages
+        )
     return "\n".join(exc.messages)
 
 
