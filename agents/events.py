@@ -7,8 +7,16 @@ the database as it happens; ``ListRecorder`` keeps them in memory (tests, the co
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+def _known_fields(cls: type[T], data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of ``cls`` (data from older or newer writers still loads)."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return {k: v for k, v in data.items() if k in names}
 
 # Stop reasons (DESIGN.md vocabulary). ``interrupted`` is set by the tracer, not the loop.
 FINAL_ANSWER = "final_answer"
@@ -39,9 +47,14 @@ class Attempt:
     backoff_s: float = 0.0  # delay the harness waited before this attempt (0 for the first)
     latency_ms: float = 0.0
     empty: bool = False  # ok, but nothing was found
+    result_content: Any = None  # the tool_result content the policy made of this attempt
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Attempt":
+        return cls(**_known_fields(cls, data))
 
 
 @dataclass
@@ -69,6 +82,12 @@ class StepEvent:
         data["attempts"] = [a.to_dict() for a in self.attempts]
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StepEvent":
+        values = _known_fields(cls, data)
+        values["attempts"] = [Attempt.from_dict(a) for a in data.get("attempts") or []]
+        return cls(**values)
+
 
 @dataclass
 class RunStart:
@@ -80,6 +99,13 @@ class RunStart:
     task: str
     system: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)  # Messages API tool schemas
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunStart":
+        return cls(**_known_fields(cls, data))
 
 
 @dataclass
@@ -96,6 +122,16 @@ class RunEnd:
     error: str | None = None  # the exception (crashed) or the fatal error's message
     guard: str | None = None  # e.g. "3 tool errors in a row" when a guard stopped the run
     transcript: list[dict[str, Any]] = field(default_factory=list)  # raw Messages API exchange
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunEnd":
+        values = _known_fields(cls, data)
+        if isinstance(values.get("verdict"), dict):
+            values["verdict"] = Verdict(**_known_fields(Verdict, values["verdict"]))
+        return cls(**values)
 
 
 class Recorder(Protocol):

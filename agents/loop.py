@@ -1,0 +1,220 @@
+"""The agent loop: model turns through the SDK, tool calls through ``run_tool``, the policy in between.
+
+Each tool_use becomes one step. The harness runs the tool, retries it in code when the policy says a
+retry can help (waiting the policy's backoff on a clock: virtual for offline models, real for
+Claude), turns the last outcome into a tool_result matched by ``tool_use_id``, applies the guards,
+and reports every step to the recorder as soon as it is done.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import error_json
+from .events import (CONSECUTIVE_ERRORS, CRASHED, FATAL_ERROR, FINAL, FINAL_ANSWER, MAX_STEPS, TOOL_USE, Attempt,
+                     Recorder, RunEnd, RunStart, StepEvent, Verdict)
+from .llm import ModelBackend, ModelClient
+from .llm.simulated import Persona
+from .policies import Policy
+from .runner import Outcome
+from .tools import Toolbox
+
+MAX_TOKENS = 1024
+EXHAUSTED_ADVICE = "try again later or use another source"
+
+
+class VirtualClock:
+    """Time that passes only when the harness waits: offline runs never sleep."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class RealClock:
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass
+class AgentSpec:
+    """One agent: its task, its tools, and what the simulated model brings to it."""
+
+    scenario: str
+    task: str
+    system: str
+    toolbox: Toolbox
+    persona: Persona
+
+
+@dataclass
+class RunResult:
+    start: RunStart
+    steps: list[StepEvent]
+    end: RunEnd
+    children: list["RunResult"] = field(default_factory=list)
+    label: str = ""
+
+
+class Session:
+    """What a run shares with the sub-agents it starts: model backend, clock, randomness, recorder."""
+
+    def __init__(self, *, backend: ModelBackend, policy: Policy, recorder: Recorder, seed: int = 0) -> None:
+        self.backend = backend
+        self.policy = policy
+        self.recorder = recorder
+        self.clock = RealClock() if backend.real_time else VirtualClock()
+        self.rng = random.Random(seed)
+        self.children: list[RunResult] = []
+
+    def spawn(self, *, label: str, spec: AgentSpec, policy: Policy) -> RunResult:
+        """Run a sub-agent as a child run, reported to ``recorder.child(label=...)``."""
+        child = run_agent(spec, policy=policy, session=self, recorder=self.recorder.child(label=label))
+        child.label = label
+        self.children.append(child)
+        return child
+
+
+def as_text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def format_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str) -> tuple[Any, bool]:
+    """The tool_result content and ``is_error`` flag that ``policy`` makes of an outcome."""
+    empty_error = outcome.ok and outcome.empty and policy.empty_is_error
+    if outcome.ok and not empty_error:
+        return outcome.content, False
+    if policy.error_format in ("bare", "raise"):
+        return {"error": {"message": "Error"}}, True
+    if empty_error:
+        found = outcome.content.get("message") if isinstance(outcome.content, dict) else None
+        message = found or f"{tool} found nothing"
+        return (message, True) if policy.error_format == "message" else (error_json("empty", message, retryable=False), True)
+    message = outcome.message or "the tool failed without a message"
+    if outcome.category == "transient" and attempts > 1:
+        message = f"still failing after {attempts} attempts: {message}; {EXHAUSTED_ADVICE}"
+    if policy.error_format == "message":
+        return message, True
+    return error_json(outcome.category or "business", message, retryable=outcome.retryable), True
+
+
+class _Run:
+    def __init__(self, spec: AgentSpec, policy: Policy, session: Session, recorder: Recorder,
+                 client: ModelClient) -> None:
+        self.spec = spec
+        self.policy = policy
+        self.session = session
+        self.recorder = recorder
+        self.client = client
+        self.tools = spec.toolbox.schemas()
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": spec.task}]
+        self.steps: list[StepEvent] = []
+
+    def record(self, step: StepEvent) -> None:
+        self.steps.append(step)
+        self.recorder.step_recorded(step)
+
+    def request(self) -> dict[str, Any]:
+        return {"model": self.session.backend.model, "max_tokens": MAX_TOKENS, "system": self.spec.system,
+                "tools": self.tools, "messages": self.messages}
+
+    def drive(self) -> RunEnd:
+        policy = self.policy
+        tool_steps = consecutive = 0
+        while True:
+            reply = self.client.create(self.request())
+            content = reply.get("content") or []
+            self.messages.append({"role": "assistant", "content": content})
+            usage = reply.get("usage") or {}
+            tokens = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
+            text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text") or None
+            uses = [b for b in content if b.get("type") == "tool_use"]
+            if not uses:
+                self.record(StepEvent(index=len(self.steps) + 1, kind=FINAL, text=text or "",
+                                      input_tokens=tokens[0], output_tokens=tokens[1]))
+                return RunEnd(FINAL_ANSWER, final_answer=text or "")
+            results = []
+            for k, use in enumerate(uses):
+                if tool_steps >= policy.max_steps:
+                    return RunEnd(MAX_STEPS, guard=f"stopped at the {policy.max_steps}-step limit")
+                tool_steps += 1
+                # A response's tokens are counted once, on its first step.
+                step = self.tool_step(use, text if k == 0 else None, tokens if k == 0 else (0, 0))
+                last = step.attempts[-1]
+                if last.category == "fatal" and policy.stop_on_fatal:
+                    return RunEnd(FATAL_ERROR, error=f"{use.get('name')} reported a fatal error, so the run stopped: "
+                                                     f"{last.message}")
+                results.append({"type": "tool_result", "tool_use_id": use.get("id"),
+                                "content": as_text(step.result_content), "is_error": step.is_error})
+                consecutive = consecutive + 1 if step.is_error else 0
+                if policy.consecutive_error_limit and consecutive >= policy.consecutive_error_limit:
+                    return RunEnd(CONSECUTIVE_ERRORS, guard=f"{policy.consecutive_error_limit} tool errors in a row")
+            self.messages.append({"role": "user", "content": results})
+
+    def tool_step(self, use: dict[str, Any], text: str | None, tokens: tuple[int, int]) -> StepEvent:
+        policy, name = self.policy, str(use.get("name"))
+        raw_input = use.get("input")
+        step = StepEvent(index=len(self.steps) + 1, kind=TOOL_USE, tool_name=name, tool_use_id=use.get("id"),
+                         input=raw_input if isinstance(raw_input, dict) else {"input": raw_input}, text=text,
+                         input_tokens=tokens[0], output_tokens=tokens[1])
+        backoff = 0.0
+        while True:
+            began = time.perf_counter()
+            outcome = self.spec.toolbox.call(name, raw_input)
+            latency_ms = (time.perf_counter() - began) * 1000
+            number = len(step.attempts) + 1
+            result, is_error = format_result(policy, outcome, attempts=number, tool=name)
+            step.attempts.append(Attempt(number=number, ok=outcome.ok, content=outcome.content,
+                                         category=outcome.category, retryable=outcome.retryable,
+                                         message=outcome.message, backoff_s=backoff, latency_ms=round(latency_ms, 3),
+                                         empty=outcome.empty, result_content=result))
+            if not is_error or (outcome.category == "fatal" and policy.stop_on_fatal):
+                break
+            if policy.error_format == "raise":
+                self.finish_step(step, None, True)
+                raise outcome.exception or LookupError(f"{name} found nothing")
+            if not policy.should_retry(category=outcome.category or "empty", retryable=bool(outcome.retryable),
+                                       attempt=number):
+                break
+            backoff = policy.backoff(attempt=number, rng=self.session.rng)
+            self.session.clock.sleep(backoff)
+        self.finish_step(step, result, is_error)
+        return step
+
+    def finish_step(self, step: StepEvent, result: Any, is_error: bool) -> None:
+        last = step.attempts[-1]
+        step.result_content = result
+        step.is_error = is_error
+        step.category = None if last.ok else last.category
+        step.retryable = None if last.ok else last.retryable
+        step.retry_count = len(step.attempts) - 1
+        step.latency_ms = round(sum(a.latency_ms + a.backoff_s * 1000 for a in step.attempts), 3)
+        self.record(step)
+
+
+def run_agent(spec: AgentSpec, *, policy: Policy, session: Session, recorder: Recorder,
+              judge: Callable[[RunResult], Verdict] | None = None) -> RunResult:
+    """Run one agent to its end. Never raises for what happens inside the run: a crash is a stop reason."""
+    backend = session.backend
+    start = RunStart(scenario=spec.scenario, policy_name=policy.name, policy_settings=policy.settings(),
+                     model_backend=backend.kind, model_name=backend.model, task=spec.task, system=spec.system,
+                     tools=spec.toolbox.schemas())
+    recorder.run_started(start)
+    run = _Run(spec, policy, session, recorder, backend.client_for(spec.persona))
+    children_before = len(session.children)
+    try:
+        end = run.drive()
+    except Exception as exc:  # the fragile policy's exception, a model or replay failure
+        end = RunEnd(CRASHED, error=f"{type(exc).__name__}: {exc}")
+    end.transcript = run.messages
+    result = RunResult(start=start, steps=run.steps, end=end, children=session.children[children_before:])
+    if judge is not None:
+        end.verdict = judge(result)
+    recorder.run_finished(end)
+    return result

@@ -1,0 +1,64 @@
+"""Trace lines in the lessons' own format, for the command line and anywhere a run is shown as text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .events import FINAL, FINAL_ANSWER, Attempt, RunEnd, StepEvent
+
+
+def readable(content: Any) -> str:
+    """What a tool_result said, as a person reads it: the message of an error, the text or JSON of a result."""
+    if isinstance(content, dict):
+        err = content.get("error")
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def _attempt_line(a: Attempt) -> str:
+    waited = f" after {a.backoff_s}s backoff" if a.number > 1 else ""
+    if a.ok and not a.empty:
+        return f"attempt {a.number}{waited}: ok"
+    said = readable(a.result_content if a.result_content is not None else a.content)
+    if a.ok:
+        return f"attempt {a.number}{waited}: {said} [empty result]"
+    flag = "retryable" if a.retryable else "not retryable"
+    return f"attempt {a.number}{waited}: {said} [{a.category}, {flag}]"
+
+
+def format_step(step: StepEvent) -> str:
+    """``step N: tool({...}) -> ok: ...`` or ``-> ERROR (is_error): ...``, with a line per attempt when retried."""
+    if step.kind == FINAL:
+        return f"final answer: {step.text or ''}"
+    head = f"step {step.index}: {step.tool_name}({step.input!r})"
+    if step.result_content is None and step.is_error:
+        line = f"{head} -> CRASHED: {step.attempts[-1].message if step.attempts else 'no outcome'}"
+    elif step.is_error:
+        line = f"{head} -> ERROR (is_error): {readable(step.result_content)}"
+    else:
+        line = f"{head} -> ok: {readable(step.result_content)}"
+    if step.retry_count:
+        line += "".join(f"\n    {_attempt_line(a)}" for a in step.attempts)
+    return line
+
+
+def format_end(end: RunEnd) -> str:
+    """The final answer, then how the run stopped and its verdict."""
+    lines = []
+    if end.final_answer is not None:
+        answer, *more = end.final_answer.splitlines() or [""]
+        lines.append(f"final answer: {answer}")
+        lines += [f"              {m}" for m in more]
+    stop = f"stop reason: {end.stop_reason}"
+    if end.guard:
+        stop += f" ({end.guard})"
+    lines.append(stop)
+    if end.error and end.stop_reason != FINAL_ANSWER:
+        lines.append(f"error: {end.error}")
+    if end.verdict is not None:
+        lines.append(f"verdict: {'PASS' if end.verdict.passed else 'FAIL'}: {end.verdict.reason}")
+    return "\n".join(lines)
