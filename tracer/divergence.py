@@ -41,6 +41,7 @@ class Outcome:
     ok: bool
     label: str  # short, human: 'ok', 'empty result', 'bare "Error"', 'business · not retryable'
     key: tuple  # what two runs' outcomes are compared on
+    detail: str = ""  # the message that came with a structured error
 
 
 def attempt_outcome(attempt: Mapping[str, Any], *, error_format: str = "", empty_is_error: bool = False) -> Outcome:
@@ -60,7 +61,7 @@ def attempt_outcome(attempt: Mapping[str, Any], *, error_format: str = "", empty
     category = attempt.get("category") or "error"
     retryable = attempt.get("retryable")
     flag = "retryable" if retryable else "not retryable" if retryable is False else "retryable unknown"
-    return Outcome(False, f"{category} · {flag}", ("error", category, retryable, message))
+    return Outcome(False, f"{category} · {flag}", ("error", category, retryable, message), message)
 
 
 def step_signature(step: Mapping[str, Any]) -> tuple:
@@ -171,9 +172,15 @@ def _attempt_rows(row: StepRow, left_format: Mapping[str, Any], right_format: Ma
     return out
 
 
-def _split_in(index: int, row: StepRow) -> Split | None:
+def _next_step(rows: list[StepRow], index: int, side: str) -> Mapping[str, Any] | None:
+    """The step after row ``index`` on one side ("A" or "B")."""
+    later = (row.left if side == "A" else row.right for row in rows[index + 1:])
+    return next((step for step in later if step is not None), None)
+
+
+def _split_in(rows: list[StepRow], index: int) -> Split | None:
     """The split in one aligned row, if what the two runs did there differs."""
-    a, b = row.left, row.right
+    a, b = rows[index].left, rows[index].right
     if a is None or b is None:
         present = a or b
         side = "A" if a is not None else "B"
@@ -194,12 +201,14 @@ def _split_in(index: int, row: StepRow) -> Split | None:
     if n_a != n_b:
         more, fewer = ("A", "B") if n_a > n_b else ("B", "A")
         fewest = min(n_a, n_b)
+        then = _next_step(rows, index, fewer)
         return Split(
             index,
             fewest + 1,
             "retry",
             f"Run {more} retried {a.get('tool_name')} ({max(n_a, n_b)} attempts); run {fewer} stopped after "
-            f"{fewest} attempt{'s' if fewest != 1 else ''} and sent the result back to the model.",
+            f"{fewest} attempt{'s' if fewest != 1 else ''} and sent the result back to the model"
+            + (f", which then {_describe(then)}." if then is not None else "."),
         )
     return None
 
@@ -237,7 +246,7 @@ def run_divergence(
     rows = align(left, right)
     for row in rows:
         row.attempts = _attempt_rows(row, formats[0], formats[1])
-    split = next((s for i, r in enumerate(rows) if (s := _split_in(i, r))), None)
+    split = next((s for i in range(len(rows)) if (s := _split_in(rows, i))), None)
     cause = None
     if split is not None:
         rows[split.row].is_split = True

@@ -1,4 +1,17 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "tracer"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.run_list, name="runs"),
+    path("runs/<int:pk>/", views.run_detail, name="run"),
+    path("runs/<int:pk>/steps/", views.run_steps, name="run-steps"),
+    path("compare/", views.compare, name="compare"),
+    path("policies/", views.policies, name="policies"),
+    path("policies/new/", views.policy_create, name="policy-create"),
+    path("stops/", views.stops, name="stops"),
+    path("stops/<int:pk>/review/", views.stop_review, name="stop-review"),
+    path("launch/", views.launch, name="launch"),
+    path("experiments/<int:pk>/", views.experiment, name="experiment"),
+]

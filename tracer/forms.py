@@ -1,0 +1,120 @@
+"""Forms for the dashboard: they clean input and name the field that is wrong; writes go to services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from agents.policies import PRESETS
+
+from .models import Run, StopReview
+
+BLANK = [("", "any")]
+INHERIT = [("", "as in the base preset")]
+YES_NO = [("true", "yes"), ("false", "no")]
+
+
+def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
+    """Attach a service's per-field errors to the form's fields; others go to the whole form."""
+    for field, messages in exc.message_dict.items():
+        for message in messages:
+            form.add_error(field if field in form.fields else None, message)
+
+
+class RunFilterForm(forms.Form):
+    q = forms.CharField(required=False, label="search", max_length=200)
+    scenario = forms.ChoiceField(required=False)
+    policy = forms.ChoiceField(required=False)
+    model_backend = forms.ChoiceField(
+        required=False,
+        label="model",
+        choices=BLANK + [(b, b) for b in ("simulated", "claude", "replay", "imported")],
+    )
+    status = forms.ChoiceField(required=False, choices=BLANK + Run.Status.choices)
+    stop_reason = forms.ChoiceField(required=False, label="stop reason", choices=BLANK + Run.StopReason.choices)
+    verdict = forms.ChoiceField(required=False, choices=BLANK + Run.Verdict.choices + [("unknown", "unknown")])
+    started_from = forms.DateField(required=False, label="started from", widget=forms.DateInput(attrs={"type": "date"}))
+    started_to = forms.DateField(required=False, label="started to", widget=forms.DateInput(attrs={"type": "date"}))
+    experiment = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, scenarios: list[str], policies: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
+        self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
+
+    def filters(self) -> dict[str, Any]:
+        """The valid filters, under ``run_list``'s names; an invalid one is left out and shown as an error."""
+        data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
+        data["policy_name"] = data.pop("policy", "")
+        data["experiment_id"] = data.pop("experiment", None)
+        return data
+
+
+class CompareForm(forms.Form):
+    a = forms.IntegerField(min_value=1, label="run A")
+    b = forms.IntegerField(min_value=1, label="run B")
+
+    def __init__(self, data: Any, *args: Any, **kwargs: Any) -> None:
+        """Accepts ``?a=&b=`` or the run list's two ticked ``run`` boxes."""
+        picked = data.getlist("run")
+        if "a" not in data and len(picked) == 2:
+            data = {"a": picked[0], "b": picked[1]}
+        super().__init__(data, *args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if cleaned.get("a") and cleaned.get("a") == cleaned.get("b"):
+            self.add_error("b", "pick a different run from run A")
+        return cleaned
+
+
+class PolicyVariantForm(forms.Form):
+    """A custom variant: a preset to start from and the settings that differ from it."""
+
+    name = forms.CharField(max_length=40, help_text="lowercase letters, digits, - and _")
+    base = forms.ChoiceField(choices=[(n, n) for n in PRESETS], initial="structured", label="base preset")
+    description = forms.CharField(required=False, max_length=500)
+    error_format = forms.ChoiceField(required=False, label="error format", choices=INHERIT + [
+        (v, v) for v in ("raise", "bare", "message", "structured")])
+    retry_on = forms.ChoiceField(required=False, label="retry", choices=INHERIT + [
+        (v, v) for v in ("all", "transient", "none")])
+    max_attempts = forms.IntegerField(required=False, label="max attempts")
+    backoff_base_s = forms.FloatField(required=False, label="backoff base (s)")
+    backoff_max_s = forms.FloatField(required=False, label="backoff max (s)")
+    backoff_jitter = forms.FloatField(required=False, label="jitter (0–1)")
+    empty_is_error = forms.ChoiceField(required=False, label="empty result is an error", choices=INHERIT + YES_NO)
+    consecutive_error_limit = forms.IntegerField(required=False, label="consecutive-error limit (0: off)")
+    stop_on_fatal = forms.ChoiceField(required=False, label="stop on fatal", choices=INHERIT + YES_NO)
+    max_steps = forms.IntegerField(required=False, label="max steps")
+
+    def settings(self) -> dict[str, Any]:
+        """The base preset and every setting the user filled in, as ``policy_from_dict`` reads them."""
+        out: dict[str, Any] = {}
+        for name, value in self.cleaned_data.items():
+            if name == "name" or value in (None, ""):
+                continue
+            if name in ("empty_is_error", "stop_on_fatal"):
+                value = value == "true"
+            out[name] = value
+        return out
+
+
+class StopReviewForm(forms.Form):
+    verdict = forms.ChoiceField(choices=StopReview.Verdict.choices, widget=forms.RadioSelect)
+    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class LaunchForm(forms.Form):
+    scenarios = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    policies = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    model_backend = forms.ChoiceField(label="model backend", initial="simulated")
+    repeats = forms.IntegerField(min_value=1, max_value=50, initial=1)
+    name = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, *args: Any, scenarios: list[str], policies: list[str], backends: list[str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["scenarios"].choices = [(s, s) for s in scenarios]
+        self.fields["policies"].choices = [(p, p) for p in policies]
+        self.fields["model_backend"].choices = [(b, b) for b in backends]

@@ -1,0 +1,56 @@
+"""Display helpers. Everything from a trace goes through autoescaping: no helper marks trace data safe."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+
+from tracer.divergence import attempt_outcome
+
+register = template.Library()
+
+
+@register.filter
+def as_json(value: Any) -> str:
+    """Indented JSON as plain text (escaped by the template like any other string)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def outcome(attempt: dict) -> str:
+    """An attempt's outcome as the tool reported it: ok, empty result, or category · retryable."""
+    return attempt_outcome(attempt).label
+
+
+@register.simple_tag
+def backend_badge(run: Any) -> str:
+    """The model backend; a simulated run says so wherever it is shown."""
+    if run.model_backend == "simulated":
+        return format_html('<span class="badge sim" title="{}">simulated</span>', "deterministic simulated model, not Claude")
+    label = f"{run.model_backend} · {run.model_name}" if run.model_name else run.model_backend
+    return format_html('<span class="badge model">{}</span>', label)
+
+
+@register.simple_tag
+def bar(pct: int, tone: str = "") -> str:
+    """A small inline SVG bar, ``pct`` of its width filled."""
+    width = max(0, min(100, int(pct or 0)))
+    return format_html(
+        '<svg class="bar {}" viewBox="0 0 100 6" preserveAspectRatio="none" aria-hidden="true">'
+        '<rect class="track" width="100" height="6" rx="2"/><rect class="fill" width="{}" height="6" rx="2"/></svg>',
+        tone,
+        width,
+    )
+
+
+@register.filter
+def inline_json(value: Any) -> str:
+    """One-line JSON as plain text, for a call's input next to its tool name."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)

@@ -1,0 +1,197 @@
+"""Dashboard pages. Function views: read with selectors, write with services, branch on ``request.htmx``.
+
+Every page works as a plain link; an htmx request gets only the fragment it targets.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import trigger_client_event
+
+from . import selectors
+from .forms import CompareForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm, add_service_errors
+from .models import Run, StopReview
+from .services import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create, stop_review_save
+
+RUNS_PER_PAGE = 50
+STOPS_PER_PAGE = 20
+
+
+@login_required
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET, **selectors.run_filter_values())
+    form.is_valid()
+    page = Paginator(selectors.run_list(filters=form.filters()), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"form": form, "page": page, "any_active": selectors.runs_any_active(page)}
+    if request.htmx.target == "run-rows":
+        return render(request, "tracer/run_list.html#run-rows", context)
+    if request.htmx.target == "run-table":
+        return render(request, "tracer/run_list.html#run-table", context)
+    return render(request, "tracer/run_list.html", context)
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = selectors.run_get(pk=pk)
+    steps = selectors.step_list(run=run)
+    context = {
+        "run": run,
+        "steps": steps,
+        "last_index": steps[-1].index if steps else 0,
+        "guard_errors": selectors.run_guard_errors(run=run),
+        "children": selectors.run_children(run=run),
+        "others": selectors.run_other_policies(run=run),
+    }
+    return render(request, "tracer/run_detail.html", context)
+
+
+@login_required
+@require_GET
+def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
+    """The live fragment: steps after ``?after=``, the run's status, and the next poller while active."""
+    run = selectors.run_get(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
+    steps = selectors.step_list_after(run=run, after=request.GET.get("after"))
+    context = {
+        "run": run,
+        "steps": steps,
+        "last_index": steps[-1].index if steps else selectors.index_or_zero(request.GET.get("after")),
+        "guard_errors": selectors.run_guard_errors(run=run),
+        "oob": True,
+    }
+    if request.htmx:
+        return render(request, "tracer/run_detail.html#step-poll", context)
+    return redirect("tracer:run", pk=pk)
+
+
+@login_required
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    form = CompareForm(request.GET)
+    context: dict = {"form": form}
+    if form.is_valid():
+        context["cmp"] = selectors.run_compare(a_id=form.cleaned_data["a"], b_id=form.cleaned_data["b"])
+    return render(request, "tracer/compare.html", context)
+
+
+def _policies_context(request: HttpRequest) -> dict:
+    experiment = selectors.index_or_zero(request.GET.get("experiment"))
+    matrix = selectors.policy_matrix(policies=request.GET.getlist("policy"), experiment_id=experiment or None)
+    return {"matrix": matrix, "experiment_id": experiment or None, "variants": selectors.policy_variant_list()}
+
+
+@login_required
+@require_GET
+def policies(request: HttpRequest) -> HttpResponse:
+    if request.htmx.target == "policy-list":
+        return render(request, "tracer/policies.html#policy-list", {"variants": selectors.policy_variant_list()})
+    context = _policies_context(request) | {"form": PolicyVariantForm()}
+    if request.htmx.target == "policy-matrix":
+        return render(request, "tracer/policies.html#policy-matrix", context)
+    return render(request, "tracer/policies.html", context)
+
+
+@login_required
+@require_POST
+def policy_create(request: HttpRequest) -> HttpResponse:
+    form = PolicyVariantForm(request.POST)
+    if form.is_valid():
+        try:
+            variant = policy_variant_create(name=form.cleaned_data["name"], settings=form.settings(), user=request.user)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            messages.success(request, f"Policy {variant.name} created.")
+            if request.htmx:
+                response = render(request, "tracer/policies.html#policy-form", {"form": PolicyVariantForm(),
+                                                                                 "created": variant})
+                return trigger_client_event(response, "policyCreated", {"name": variant.name})
+            return redirect("tracer:policies")
+    if request.htmx:
+        return render(request, "tracer/policies.html#policy-form", {"form": form})
+    return render(request, "tracer/policies.html", _policies_context(request) | {"form": form})
+
+
+@login_required
+@require_GET
+def stops(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state") if request.GET.get("state") in selectors.STOP_FILTERS else "unreviewed"
+    counts = selectors.stop_counts()
+    if request.htmx.target == "stop-counts":
+        return render(request, "tracer/stops.html#stop-counts", {"counts": counts, "state": state})
+    page = Paginator(selectors.stop_queue(state=state), STOPS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "state": state,
+        "counts": counts,
+        "page": page,
+        "cases": selectors.stop_cases(runs=list(page)),
+        "form": StopReviewForm(),
+        "verdict_choices": StopReview.Verdict.choices,
+    }
+    return render(request, "tracer/stops.html", context)
+
+
+@login_required
+@require_POST
+def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("review"), pk=pk)
+    form = StopReviewForm(request.POST)
+    review = None
+    if form.is_valid():
+        try:
+            review = stop_review_save(run=run, user=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+    if not request.htmx:
+        if review is not None:
+            messages.success(request, f"Review of run {run.pk} saved.")
+        else:
+            messages.error(request, f"Review of run {run.pk} not saved: {form.errors.as_text()}")
+        return redirect(request.POST.get("next") or reverse("tracer:stops"))
+    context = {
+        "case": selectors.StopCase(run=run, errors=[], other=None, review=review or getattr(run, "review", None)),
+        "form": form,
+        "verdict_choices": StopReview.Verdict.choices,
+    }
+    response = render(request, "tracer/stops.html#stop-review", context)
+    return trigger_client_event(response, "stopReviewed") if review is not None else response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def launch(request: HttpRequest) -> HttpResponse:
+    from agents import MODEL_BACKENDS, scenario_names  # the agent core loads its scenarios on first use
+
+    form = LaunchForm(
+        request.POST or None,
+        scenarios=list(scenario_names()),
+        policies=[v.name for v in selectors.policy_variant_list()],
+        backends=[b for b in MODEL_BACKENDS if b in EXPERIMENT_BACKENDS],
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            experiment = experiment_launch(user=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+        else:
+            return redirect("tracer:experiment", pk=experiment.pk)
+    return render(request, "tracer/launch.html", {"form": form, "experiments": selectors.experiment_recent()})
+
+
+@login_required
+@require_GET
+def experiment(request: HttpRequest, pk: int) -> HttpResponse:
+    exp = selectors.experiment_get(pk=pk)
+    runs = selectors.experiment_runs(experiment=exp)
+    context = {"experiment": exp, "runs": runs, "pairs": selectors.experiment_pairs(runs=runs, policies=exp.policies)}
+    if request.htmx:
+        return render(request, "tracer/experiment.html#experiment-progress", context)
+    return render(request, "tracer/experiment.html", context)
