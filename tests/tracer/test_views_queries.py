@@ -1,0 +1,127 @@
+"""A page's number of SQL queries does not grow with the steps or runs it shows."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, run_with_steps
+from tracer.models import Run, Step
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HX-Request": "true"}
+
+
+def queries(client, url: str, **kwargs) -> int:
+    client.get(url, **kwargs)  # warm the session and the user
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url, **kwargs)
+    assert response.status_code == 200, url
+    return len(ctx.captured_queries)
+
+
+def grow_steps(run: Run, to: int) -> None:
+    """Add tool steps before the final answer so ``run`` has ``to`` steps."""
+    final = run.steps.get(kind=Step.Kind.FINAL_ANSWER)
+    final.index = to
+    final.save()
+    Step.objects.bulk_create([
+        Step(run=run, index=i, kind=Step.Kind.TOOL_USE, tool_name="lookup_orders", input={"customer": f"c{i}"},
+             is_error=True, category="transient", retryable=True, result_content="Error",
+             attempts=[{"number": 1, "ok": False, "category": "transient", "retryable": True, "message": "503"}])
+        for i in range(run.steps.count(), to)
+    ])
+
+
+def test_the_run_page_costs_the_same_for_5_and_500_steps(admin_client):
+    run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
+    RunFactory(scenario=run.scenario, policy_name="starter")
+    RunFactory(parent=run, label="child")
+    url = reverse("tracer:run", args=[run.pk])
+    five = queries(admin_client, url)
+    grow_steps(run, 500)
+    assert run.steps.count() == 500
+    assert queries(admin_client, url) == five
+
+
+def test_the_step_poll_costs_the_same_for_5_and_500_new_steps(admin_client):
+    run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
+    url = reverse("tracer:run-steps", args=[run.pk]) + "?after=0"
+    five = queries(admin_client, url, headers=HTMX)
+    grow_steps(run, 500)
+    assert queries(admin_client, url, headers=HTMX) == five
+
+
+def test_a_guard_stopped_run_page_costs_the_same_for_5_and_500_steps(admin_client):
+    run = run_with_steps(5, stop_reason=Run.StopReason.CONSECUTIVE_ERRORS, guard="3 tool errors in a row")
+    url = reverse("tracer:run", args=[run.pk])
+    five = queries(admin_client, url)
+    grow_steps(run, 500)
+    assert queries(admin_client, url) == five
+
+
+def test_compare_costs_the_same_for_5_and_500_steps(admin_client):
+    a = run_with_steps(5, policy_name="starter")
+    b = run_with_steps(5, policy_name="structured")
+    url = f"{reverse('tracer:compare')}?a={a.pk}&b={b.pk}"
+    five = queries(admin_client, url)
+    grow_steps(a, 500)
+    grow_steps(b, 500)
+    assert queries(admin_client, url) == five
+
+
+def test_the_run_list_costs_the_same_for_5_and_50_runs_of_5_and_500_steps(admin_client):
+    url = reverse("tracer:runs")
+    runs = [run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="") for _ in range(5)]
+    five = queries(admin_client, url)
+    for _ in range(45):
+        RunFactory(scenario="lookup-empty", policy_name="message", model_backend="claude", model_name="claude-x")
+    grow_steps(runs[0], 500)
+    assert queries(admin_client, url) == five
+    assert queries(admin_client, url, headers={**HTMX, "HX-Target": "run-rows"}) <= five
+
+
+def test_the_policy_matrix_costs_the_same_for_5_and_50_runs(admin_client):
+    url = reverse("tracer:policies")
+    for i in range(5):
+        RunFactory(scenario=f"s{i}", policy_name="starter")
+    five = queries(admin_client, url)
+    for i in range(45):
+        RunFactory(scenario=f"s{i % 9}", policy_name=("starter", "structured", "message")[i % 3],
+                   stop_reason=Run.StopReason.CRASHED if i % 7 == 0 else Run.StopReason.FINAL_ANSWER)
+    assert queries(admin_client, url) == five
+
+
+def test_the_stop_queue_costs_the_same_for_5_and_20_stops_of_5_and_500_steps(admin_client):
+    url = reverse("tracer:stops") + "?state=all"
+    stops = [guard_stop(scenario=f"s{i}") for i in range(5)]
+    StopReviewFactory(run=stops[0])
+    RunFactory(scenario="s1", policy_name="starter")
+    five = queries(admin_client, url)
+    for i in range(15):
+        stop = guard_stop(scenario=f"s{i}")
+        RunFactory(scenario=f"s{i}", policy_name="message")
+        if i % 2:
+            StopReviewFactory(run=stop)
+    grow_steps_tool_only(stops[1], 500)
+    assert queries(admin_client, url) == five
+
+
+def grow_steps_tool_only(run: Run, to: int) -> None:
+    Step.objects.bulk_create([
+        Step(run=run, index=i, kind=Step.Kind.TOOL_USE, tool_name="lookup_orders", input={"customer": "c-404"},
+             is_error=True, category="validation", retryable=False, result_content="Error",
+             attempts=[{"number": 1, "ok": False, "category": "validation", "retryable": False, "message": "no"}])
+        for i in range(run.steps.count() + 1, to + 1)
+    ])
+
+
+def test_the_experiment_page_costs_the_same_for_5_and_50_runs(admin_client):
+    exp = ExperimentFactory(total_runs=50, finished_runs=0)
+    for _ in range(5):
+        RunFactory(experiment=exp, status=Run.Status.RUNNING, stop_reason="", verdict="")
+    url = reverse("tracer:experiment", args=[exp.pk])
+    five = queries(admin_client, url)
+    for i in range(45):
+        RunFactory(experiment=exp, policy_name=("starter", "structured")[i % 2])
+    assert queries(admin_client, url) == five
