@@ -17,7 +17,8 @@ from typing import Any, Callable
 from .errors import error_json
 from .events import (CONSECUTIVE_ERRORS, CRASHED, FATAL_ERROR, FINAL, FINAL_ANSWER, MAX_STEPS, TOOL_USE, Attempt,
                      Recorder, RunEnd, RunStart, StepEvent, Verdict)
-from .llm import ModelBackend, ModelClient
+from .llm import ModelBackend, ModelClient, ModelError
+from .llm.replay import ReplayMismatch
 from .llm.simulated import Persona
 from .policies import Policy
 from .runner import Outcome
@@ -25,6 +26,13 @@ from .tools import Toolbox
 
 MAX_TOKENS = 1024
 EXHAUSTED_ADVICE = "try again later or use another source"
+
+
+class RunAborted(BaseException):
+    """The model side failed inside a sub-agent: the whole run stops.
+
+    A ``BaseException`` so that the tool wrapper around the sub-agent cannot turn it into a tool failure.
+    """
 
 
 class VirtualClock:
@@ -75,7 +83,7 @@ class Session:
 
     def spawn(self, *, label: str, spec: AgentSpec, policy: Policy) -> RunResult:
         """Run a sub-agent as a child run, reported to ``recorder.child(label=...)``."""
-        child = run_agent(spec, policy=policy, session=self, recorder=self.recorder.child(label=label))
+        child = run_agent(spec, policy=policy, session=self, recorder=self.recorder.child(label=label), nested=True)
         child.label = label
         self.children.append(child)
         return child
@@ -199,8 +207,12 @@ class _Run:
 
 
 def run_agent(spec: AgentSpec, *, policy: Policy, session: Session, recorder: Recorder,
-              judge: Callable[[RunResult], Verdict] | None = None) -> RunResult:
-    """Run one agent to its end. Never raises for what happens inside the run: a crash is a stop reason."""
+              judge: Callable[[RunResult], Verdict] | None = None, nested: bool = False) -> RunResult:
+    """Run one agent to its end. Never raises for what happens inside the run: a crash is a stop reason.
+
+    A sub-agent (``nested``) whose model cannot be reached, or whose replay no longer matches, ends
+    crashed and then raises ``RunAborted`` so that its parent run stops with it.
+    """
     backend = session.backend
     start = RunStart(scenario=spec.scenario, policy_name=policy.name, policy_settings=policy.settings(),
                      model_backend=backend.kind, model_name=backend.model, task=spec.task, system=spec.system,
@@ -208,13 +220,20 @@ def run_agent(spec: AgentSpec, *, policy: Policy, session: Session, recorder: Re
     recorder.run_started(start)
     run = _Run(spec, policy, session, recorder, backend.client_for(spec.persona))
     children_before = len(session.children)
+    aborted: RunAborted | None = None
     try:
         end = run.drive()
+    except RunAborted as exc:
+        end, aborted = RunEnd(CRASHED, error=str(exc)), exc
     except Exception as exc:  # the fragile policy's exception, a model or replay failure
         end = RunEnd(CRASHED, error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, (ModelError, ReplayMismatch)):
+            aborted = RunAborted(end.error)
     end.transcript = run.messages
     result = RunResult(start=start, steps=run.steps, end=end, children=session.children[children_before:])
     if judge is not None:
         end.verdict = judge(result)
     recorder.run_finished(end)
+    if aborted is not None and nested:
+        raise aborted
     return result

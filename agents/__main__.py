@@ -1,0 +1,118 @@
+"""Command line: ``python -m agents run --scenario NAME --policy NAME`` prints a run's trace; ``list`` lists.
+
+Bad arguments get a message naming what was wrong and what is expected, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from . import MODEL_BACKENDS, PRESETS, SCENARIOS, PolicyError, format_end, format_step, get_policy, run_scenario
+from .events import FINAL, RunEnd, RunStart, StepEvent
+from .llm import make_backend
+
+USAGE_ERROR = 2
+
+
+class PrintRecorder:
+    """Prints each step as the loop reports it; a sub-agent's run is printed indented, where it happens."""
+
+    def __init__(self, out: TextIO, indent: str = "") -> None:
+        self.out = out
+        self.indent = indent
+
+    def _print(self, text: str) -> None:
+        for line in text.splitlines():
+            print(self.indent + line, file=self.out, flush=True)
+
+    def run_started(self, start: RunStart) -> None:
+        if self.indent:
+            self._print(f"task: {start.task}")
+
+    def step_recorded(self, step: StepEvent) -> None:
+        if step.kind != FINAL:
+            self._print(format_step(step))
+
+    def run_finished(self, end: RunEnd) -> None:
+        self._print(format_end(end))
+
+    def child(self, *, label: str) -> "PrintRecorder":
+        self._print(f"  [{label}]")
+        return PrintRecorder(self.out, self.indent + "    ")
+
+
+def _policy_arg(value: str) -> Any:
+    """A preset name, or a JSON object of settings (``{"base": "structured", "max_attempts": 5}``)."""
+    if value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise PolicyError({"policy": f"not valid JSON ({exc.msg}); expected a preset name or a JSON object"})
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m agents", description="Run the repair-loop scenarios from a shell.")
+    sub = top.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one scenario under one policy and print its trace")
+    run.add_argument("--scenario", required=True, help="a scenario name (see: python -m agents list)")
+    run.add_argument("--policy", required=True,
+                     help=f"a preset ({', '.join(PRESETS)}) or a JSON object of settings with an optional base")
+    run.add_argument("--model", default="simulated", help=f"model backend: {', '.join(MODEL_BACKENDS)}")
+    run.add_argument("--cassette", help="a recorded cassette to replay (with --model replay)")
+    run.add_argument("--record", help="write this run's model requests and responses to a cassette file")
+    run.add_argument("--seed", type=int, default=0, help="seed for the backoff jitter")
+    sub.add_parser("list", help="list scenarios, policies and model backends")
+    return top
+
+
+def list_all(out: TextIO) -> None:
+    print("scenarios:", file=out)
+    for s in SCENARIOS.values():
+        print(f"  {s.name:24} {s.title}", file=out)
+    print("policies:", file=out)
+    for p in PRESETS.values():
+        print(f"  {p.name:24} {p.description}", file=out)
+    print(f"model backends: {', '.join(MODEL_BACKENDS)} (simulated is deterministic rules, not Claude)", file=out)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> None:
+    if args.scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {args.scenario!r}; expected one of: {', '.join(SCENARIOS)}")
+    policy = get_policy(_policy_arg(args.policy))
+    if args.cassette and args.model != "replay":
+        raise ValueError("--cassette is only read by --model replay")
+    backend = make_backend(args.model, cassette=args.cassette, record_to=args.record)
+    scenario = SCENARIOS[args.scenario]
+    print(f"model: {backend.label} [{backend.model}]", file=out)
+    print(f"scenario: {scenario.name} ({scenario.title})", file=out)
+    print(f"policy: {policy.name} ({policy.description or 'custom variant'})", file=out)
+    print(f"task: {scenario.task}", file=out)
+    print(file=out)
+    run_scenario(scenario.name, policy, model=backend, recorder=PrintRecorder(out), seed=args.seed)
+    if args.record:
+        print(f"recorded to {args.record}", file=out)
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        if args.command == "list":
+            list_all(out)
+        else:
+            run(args, out)
+    except ValueError as exc:  # PolicyError is a ValueError too
+        print(f"error: {exc}", file=err)
+        return USAGE_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
