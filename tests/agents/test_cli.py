@@ -1,0 +1,80 @@
+"""``python -m agents``: what a person at a shell sees."""
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from agents.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_run_prints_the_backend_label_the_trace_and_the_verdict():
+    code, out, _ = run_cli("run", "--scenario", "refund-too-old", "--policy", "starter")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "model: simulated (deterministic rules, not Claude) [simulated-rules-1]"
+    assert "step 1: process_refund({'order_id': '0871'}) -> ERROR (is_error): Error" in lines
+    assert "    attempt 3 after 0.0s backoff: Error [business, not retryable]" in lines
+    assert any(line.startswith("final answer: I wasn't able to refund order 0871") for line in lines)
+    assert "stop reason: final_answer" in lines
+    assert lines[-1].startswith("verdict: FAIL: process_refund was tried 3 times")
+
+
+def test_sub_agent_runs_are_printed_indented_where_they_happen():
+    _, out, _ = run_cli("run", "--scenario", "coordinator-partial", "--policy", "structured")
+    assert "  [sub-agent 3: Look up order 1050 for Ana Ruiz.]" in out
+    assert "    step 1: lookup_order({'order_id': '1050'}) -> ERROR (is_error): still failing after 2 attempts" in out
+    assert "final answer: failed:  lookup for order 1050, timed out twice" in out
+
+
+def test_a_policy_can_be_given_as_json_settings():
+    code, out, _ = run_cli("run", "--scenario", "stuck-model", "--policy",
+                           '{"base": "message", "name": "guarded", "consecutive_error_limit": 3}')
+    assert code == 0 and "stop reason: consecutive_errors (3 tool errors in a row)" in out
+
+
+def test_run_records_a_cassette_that_replays(tmp_path):
+    cassette = tmp_path / "run.json"
+    code, recorded, _ = run_cli("run", "--scenario", "lookup-empty", "--policy", "structured", "--record", str(cassette))
+    assert code == 0 and f"recorded to {cassette}" in recorded
+    code, replayed, _ = run_cli("run", "--scenario", "lookup-empty", "--policy", "structured", "--model", "replay",
+                                "--cassette", str(cassette))
+    assert code == 0 and replayed.splitlines()[0].startswith("model: replay of a recorded simulated run")
+    assert recorded.splitlines()[1:-1] == replayed.splitlines()[1:]
+
+
+def test_an_unknown_scenario_lists_the_valid_ones_and_exits_2():
+    code, out, err = run_cli("run", "--scenario", "refund-everything", "--policy", "structured")
+    assert code == 2 and out == ""
+    assert err.startswith("error: unknown scenario 'refund-everything'; expected one of: currency-unsupported")
+
+
+def test_bad_policy_settings_name_the_field_and_exit_2():
+    code, _, err = run_cli("run", "--scenario", "lookup-flaky", "--policy", '{"base": "structured", "max_attempts": 0}')
+    assert code == 2 and err == "error: max_attempts: Input should be greater than or equal to 1\n"
+
+
+def test_a_cassette_without_the_replay_backend_is_refused():
+    code, _, err = run_cli("run", "--scenario", "lookup-flaky", "--policy", "structured", "--cassette", "x.json")
+    assert code == 2 and "--cassette is only read by --model replay" in err
+
+
+def test_list_shows_scenarios_policies_and_backends():
+    code, out, _ = run_cli("list")
+    assert code == 0
+    assert "  coordinator-partial      Four sub-agents, one lookup times out twice" in out
+    assert "  structured " in out and "model backends: simulated, claude, replay" in out
+
+
+def test_python_dash_m_agents_exits_2_on_a_missing_argument():
+    done = subprocess.run([sys.executable, "-m", "agents", "run", "--policy", "starter"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "--scenario" in done.stderr
