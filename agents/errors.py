@@ -21,15 +21,6 @@ KINDS: dict[str, tuple[str, ...]] = {
     "fatal": ("fatal",),
 }
 
-# Who handles each kind (lesson 001's table).
-HANDLED_BY = {
-    "model-fixable": "the model: a precise error message as the tool result",
-    "transient": "the harness: retry with backoff; the model sees it only when retries run out",
-    "permanent-but-survivable": "the model: it chooses another path or explains",
-    "fatal": "the harness: stop the run with a clear reason",
-}
-
-
 class ToolFailure(Exception):
     """A failure a tool reports on purpose: a category and a message the model (and a person) can read.
 

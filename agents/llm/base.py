@@ -46,6 +46,7 @@ class ModelBackend(ABC):
     kind = ""
     label = ""
     real_time = False  # whether retries really sleep
+    sdk_retries = 0  # the SDK's own retries of overloaded or rate-limited requests
 
     def __init__(self, model: str, *, record_to: str | Path | None = None) -> None:
         self.model = model
@@ -64,7 +65,7 @@ class ModelBackend(ABC):
         if self.recording is not None:
             transport = RecordingTransport(transport, self.recording)
         client = anthropic.Anthropic(api_key=self.api_key(), http_client=httpx2.Client(transport=transport),
-                                     max_retries=0)
+                                     max_retries=self.sdk_retries)
         return ModelClient(client)
 
     def close(self, **meta: Any) -> None:
@@ -99,7 +100,6 @@ class ReplayBackend(ModelBackend):
         self.cassette = cassette
         self.player = ReplayTransport(cassette)
         self.label = f"replay of a recorded {cassette.backend} run ({cassette.source})"
-        self.real_time = False
 
     def transport(self, persona: Any) -> httpx2.BaseTransport:
         return self.player

@@ -16,6 +16,7 @@ DEFAULT_MODEL = "claude-haiku-4-5"
 class ClaudeBackend(ModelBackend):
     kind = "claude"
     real_time = True
+    sdk_retries = 2
 
     def __init__(self, *, record_to: str | Path | None = None, transport: httpx2.BaseTransport | None = None,
                  environ: dict[str, str] | None = None) -> None:
