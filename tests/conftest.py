@@ -171,6 +171,29 @@ def worker_process(transactional_db):
     worker.stop()
 
 
+def _uses_transactional_db(request) -> bool:
+    if {"transactional_db", "live_server"} & set(request.fixturenames):
+        return True
+    marker = request.node.get_closest_marker("django_db")
+    return bool(marker and marker.kwargs.get("transaction"))
+
+
+@pytest.fixture(autouse=True)
+def _preset_policies_after_flush(request):
+    """Transactional tests empty every table between tests, data migrations included: put the presets back."""
+    if _uses_transactional_db(request):
+        request.getfixturevalue("transactional_db")
+        from agents.policies import PRESETS
+        from tracer.models import PolicyVariant
+
+        for policy in PRESETS.values():
+            PolicyVariant.objects.get_or_create(
+                name=policy.name,
+                defaults={"description": policy.description, "settings": policy.settings(), "is_preset": True},
+            )
+    yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _purge_this_sessions_queue():
     yield

@@ -72,10 +72,11 @@ def _check_names(*, field: str, values: Any, known: list[str], what: str) -> tup
     return clean, errors
 
 
-def _check_model_backend(model_backend: Any, *, allowed: tuple[str, ...]) -> list[str]:
+def model_backend_errors(*, model_backend: Any, allowed: tuple[str, ...]) -> list[str]:
+    """What is wrong with choosing ``model_backend`` here (empty when it can run)."""
     known = [b for b in _model_backends() if b in allowed] or list(allowed)
     if model_backend not in known:
-        if model_backend == "replay":
+        if model_backend == "replay" and "replay" in _model_backends():
             return ["replay needs a recorded cassette for each run; replay one run with "
                     "`manage.py run_agent --model replay --cassette FILE`"]
         return [f"unknown model backend {model_backend!r}; expected one of: {', '.join(known)}"]
@@ -139,7 +140,7 @@ def experiment_launch(
     clean_policies, policy_errors = _check_names(field="policies", values=policies, known=known_policies, what="policy")
     if policy_errors:
         errors["policies"] = policy_errors
-    backend_errors = _check_model_backend(model_backend, allowed=EXPERIMENT_BACKENDS)
+    backend_errors = model_backend_errors(model_backend=model_backend, allowed=EXPERIMENT_BACKENDS)
     if backend_errors:
         errors["model_backend"] = backend_errors
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:

@@ -2,37 +2,38 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.__main__ import PrintRecorder
 from tracer.models import PolicyVariant
-from tracer.services import EXPERIMENT_BACKENDS, run_create, run_execute
+from tracer.services import model_backend_errors, run_create, run_execute
 
 
-class TracePrinter:
-    """Prints each step as the loop reports it, in the format of ``python -m agents run``."""
+class _Text:
+    """A text stream over a command's ``stdout`` that writes exactly what it is given."""
 
-    def __init__(self, write, indent: str = "") -> None:
-        self.write = write
-        self.indent = indent
+    def __init__(self, wrapper) -> None:
+        self.wrapper = wrapper
+
+    def write(self, text: str) -> int:
+        self.wrapper.write(text, ending="")
+        return len(text)
+
+    def flush(self) -> None:
+        self.wrapper.flush()
+
+
+class TracePrinter(PrintRecorder):
+    """``python -m agents run``'s printer, with the same header for the top-level run."""
 
     def run_started(self, start) -> None:
-        if self.indent:
-            return
-        self.write(f"{start.scenario} under {start.policy_name} ({start.model_backend})")
-
-    def step_recorded(self, step) -> None:
-        from agents import format_step
-
-        for line in format_step(step).splitlines():
-            self.write(self.indent + line)
-
-    def run_finished(self, end) -> None:
-        from agents import format_end
-
-        for line in format_end(end).splitlines():
-            self.write(self.indent + line)
-
-    def child(self, *, label: str) -> "TracePrinter":
-        self.write(f"{self.indent}sub-agent: {label}")
-        return TracePrinter(self.write, self.indent + "    ")
+        if not self.indent:
+            model = start.model_backend
+            if model == "simulated":
+                model += " (deterministic rules, not Claude)"
+            print(f"model: {model} [{start.model_name}]", file=self.out)
+            print(f"scenario: {start.scenario}", file=self.out)
+            print(f"policy: {start.policy_name}", file=self.out)
+            print(f"task: {start.task}\n", file=self.out, flush=True)
+        super().run_started(start)
 
 
 class Command(BaseCommand):
@@ -56,13 +57,11 @@ class Command(BaseCommand):
         if policy is None:
             names = ", ".join(PolicyVariant.objects.values_list("name", flat=True))
             errors.append(f"--policy: unknown policy {opts['policy']!r}; expected one of: {names}")
-        backends = list(MODEL_BACKENDS)
-        if opts["model"] not in backends:
-            errors.append(f"--model: unknown model backend {opts['model']!r}; expected one of: {', '.join(backends)}")
-        elif opts["model"] == "replay" and not opts["cassette"]:
+        errors += [f"--model: {m}" for m in model_backend_errors(model_backend=opts["model"], allowed=tuple(MODEL_BACKENDS))]
+        if opts["model"] == "replay" and not opts["cassette"]:
             errors.append("--cassette: the replay backend needs a cassette file recorded with --record")
-        elif opts["model"] not in (*EXPERIMENT_BACKENDS, "replay"):
-            errors.append(f"--model: expected one of: {', '.join((*EXPERIMENT_BACKENDS, 'replay'))}")
+        elif opts["cassette"] and opts["model"] != "replay":
+            errors.append("--cassette: only read with --model replay")
         if errors:
             raise CommandError("\n".join(errors))
 
@@ -71,12 +70,12 @@ class Command(BaseCommand):
             run_id=run.pk,
             cassette=opts["cassette"],
             record_to=opts["record"],
-            observer=TracePrinter(self.stdout.write),
+            observer=TracePrinter(_Text(self.stdout)),
         )
         if run is None:
             raise CommandError("the run was claimed by another process before this one could execute it")
         if run.error and run.stop_reason == "crashed" and not run.steps.exists():
             self.stderr.write(f"the run could not start: {run.error.splitlines()[0]}")
-        verdict = f"{run.verdict} ({run.verdict_reason})" if run.verdict else "unknown"
-        self.stdout.write(f"verdict: {verdict}")
-        self.stdout.write(f"recorded as run {run.pk}: /runs/{run.pk}/")
+        if opts["record"]:
+            self.stdout.write(f"recorded to {opts['record']}")
+        self.stdout.write(f"run {run.pk}: /runs/{run.pk}/")

@@ -1,0 +1,113 @@
+"""Management commands, as an engineer types them."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth import authenticate, get_user_model
+from django.core.management import CommandError, call_command
+
+from agents import format_end, format_step, run_scenario
+from agents.events import ListRecorder
+from agents.policies import PRESETS
+from tracer.models import Experiment, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def call(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_run_agent_prints_the_trace_like_the_agents_command_line_and_the_runs_page():
+    out = call("run_agent", "--scenario", "currency-unsupported", "--policy", "structured")
+    run = Run.objects.get()
+    expected = ListRecorder()
+    run_scenario("currency-unsupported", PRESETS["structured"].settings(), recorder=expected, seed=run.pk)
+    for step in expected.steps:
+        assert format_step(step) in out
+    assert format_end(expected.end) in out
+    assert f"/runs/{run.pk}/" in out
+    assert run.status == Run.Status.FINISHED and run.step_count == len(expected.steps)
+    assert "ok: 100.0 USD = 92.0 EUR" in out
+
+
+def test_run_agent_names_each_bad_option_and_what_is_expected():
+    with pytest.raises(CommandError) as info:
+        call("run_agent", "--scenario", "refund-to-old", "--policy", "careful", "--model", "gpt")
+    message = str(info.value)
+    assert "--scenario: unknown scenario 'refund-to-old'; expected one of:" in message
+    assert "--policy: unknown policy 'careful'; expected one of: " in message
+    assert "--model: unknown model backend 'gpt'" in message
+    assert not Run.objects.exists()
+
+
+def test_run_agent_replay_without_a_cassette_says_so():
+    with pytest.raises(CommandError, match="--cassette: the replay backend needs a cassette"):
+        call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "replay")
+
+
+def test_run_agent_records_a_cassette_that_replays_to_the_same_trace(tmp_path):
+    cassette = tmp_path / "refund.json"
+    recorded = call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--record", str(cassette))
+    assert f"recorded to {cassette}" in recorded
+    replayed = call(
+        "run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "replay",
+        "--cassette", str(cassette),
+    )
+
+    def trace(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith(("step ", "final answer:", "verdict:"))]
+
+    assert trace(recorded) == trace(replayed) != []
+    assert list(Run.objects.values_list("model_backend", flat=True).order_by("id")) == ["simulated", "replay"]
+
+
+def test_run_agent_refuses_claude_without_an_api_key_before_recording_anything(settings):
+    settings.ANTHROPIC_API_KEY = ""
+    with pytest.raises(CommandError, match="--model: the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY"):
+        call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "claude")
+    assert not Run.objects.exists()
+
+
+def test_run_experiment_expands_all_and_queues_the_runs():
+    out = call("run_experiment", "--scenario", "all", "--policy", "starter,structured", "--repeats", "2")
+    experiment = Experiment.objects.get()
+    from agents import scenario_names
+
+    assert experiment.total_runs == len(scenario_names()) * 2 * 2 == experiment.runs.count()
+    assert f"experiment {experiment.pk}: {experiment.total_runs} runs queued" in out
+
+
+def test_run_experiment_names_the_bad_options():
+    with pytest.raises(CommandError) as info:
+        call("run_experiment", "--scenario", "nope", "--policy", "structured", "--repeats", "0")
+    message = str(info.value)
+    assert "--scenario: unknown scenario 'nope'" in message
+    assert "--repeats: expected a whole number from 1 to 50, got 0" in message
+    assert not Experiment.objects.exists()
+
+
+def test_ensure_login_prints_a_working_password_once():
+    first = call("ensure_login")
+    password = re.search(r"password (\S+)", first).group(1)
+    assert authenticate(username="admin", password=password) is not None
+    second = call("ensure_login")
+    assert password not in second and "changepassword admin" in second
+    assert get_user_model().objects.count() == 1
+
+
+def test_interrupt_stale_finishes_runs_held_by_a_named_worker():
+    from tracer.models import PolicyVariant
+    from tracer.services import run_claim, run_create
+
+    run = run_create(scenario="lookup-flaky", policy=PolicyVariant.objects.get(name="starter"))
+    run_claim(run_id=run.pk, worker="celery@gone pid 7")
+    out = call("interrupt_stale", "--worker", "celery@gone")
+    run.refresh_from_db()
+    assert "1 run(s) marked interrupted" in out
+    assert run.stop_reason == Run.StopReason.INTERRUPTED

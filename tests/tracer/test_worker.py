@@ -1,0 +1,119 @@
+"""Real Celery worker processes over the configured broker, writing to this session's test database."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import agents
+from agents.events import ListRecorder
+from tests.conftest import WorkerProcess, purge_test_queue
+from tracer.models import PolicyVariant, Run, Step
+from tracer.services import experiment_launch, run_create
+from tracer.tasks import run_execute_task
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def wait_until(condition, *, timeout: float, what: str, worker: WorkerProcess | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    log = worker.log()[-3000:] if worker else ""
+    raise AssertionError(f"timed out waiting for {what}\n{log}")
+
+
+@pytest.fixture
+def slow_worker(transactional_db):
+    """A worker whose recorder pauses 0.1 s after each committed step, so runs can be watched running."""
+    purge_test_queue()
+    worker = WorkerProcess(step_delay_s=0.1)
+    worker.wait_ready()
+    yield worker
+    worker.stop()
+
+
+def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdicts(slow_worker):
+    scenarios = list(agents.scenario_names())
+    experiment = experiment_launch(scenarios=scenarios, policies=["starter", "structured"])
+
+    # Read a run's steps while the worker is still writing them.
+    def a_run_seen_mid_flight():
+        for run in Run.objects.filter(experiment=experiment, status=Run.Status.RUNNING, step_count__gt=0):
+            steps = list(Step.objects.filter(run=run).values_list("index", flat=True))
+            run.refresh_from_db(fields=["status", "step_count"])
+            if steps and run.status == Run.Status.RUNNING:
+                return run.pk, steps
+        return None
+
+    seen_run_id, seen_steps = wait_until(a_run_seen_mid_flight, timeout=60, what="a running run with steps", worker=slow_worker)
+    assert seen_steps == list(range(1, len(seen_steps) + 1))
+
+    def done():
+        experiment.refresh_from_db()
+        return experiment.is_done
+
+    wait_until(done, timeout=240, what="every run to finish", worker=slow_worker)
+    runs = list(experiment.runs.order_by("id"))
+    assert len(runs) == len(scenarios) * 2
+    seen = next(r for r in runs if r.pk == seen_run_id)
+    assert seen.step_count >= len(seen_steps)
+    for run in runs:
+        assert run.status == Run.Status.FINISHED
+        assert run.worker.startswith(slow_worker.name + "@")
+        expected = ListRecorder()
+        agents.run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
+        what = f"{run.scenario} under {run.policy_name}"
+        assert run.stop_reason == expected.end.stop_reason, what
+        assert run.verdict == ("pass" if expected.end.verdict.passed else "fail"), what
+        assert run.step_count == len(expected.steps) == run.steps.count(), what
+        assert run.children.count() == len(expected.children), what
+
+
+def test_a_duplicate_delivery_to_a_real_worker_records_the_steps_once(worker_process):
+    run = run_create(scenario="refund-flaky-payment", policy=PolicyVariant.objects.get(name="starter"))
+    run_execute_task.delay(run.pk)
+    run_execute_task.delay(run.pk)
+    wait_until(
+        lambda: worker_process.log().count("succeeded in") >= 2, timeout=60, what="both deliveries", worker=worker_process
+    )
+    run.refresh_from_db()
+    expected = ListRecorder()
+    agents.run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
+    assert run.status == Run.Status.FINISHED
+    assert run.step_count == run.steps.count() == len(expected.steps)
+    assert run.retry_count == sum(s.retry_count for s in expected.steps)
+
+
+def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(transactional_db):
+    purge_test_queue()
+    worker = WorkerProcess(step_delay_s=2.0, concurrency=1)
+    worker.wait_ready()
+    run = run_create(scenario="refund-too-old", policy=PolicyVariant.objects.get(name="starter"))
+    run_execute_task.delay(run.pk)
+    try:
+        wait_until(lambda: Run.objects.filter(pk=run.pk, step_count__gt=0).exists(), timeout=60, what="a step",
+                   worker=worker)
+        worker.kill()
+    finally:
+        worker.stop()
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING  # nobody is left to finish it
+
+    # The same worker name starting again knows its earlier incarnation is gone.
+    purge_test_queue()
+    restarted = WorkerProcess(concurrency=1, name=worker.name)
+    try:
+        restarted.wait_ready()
+        wait_until(lambda: Run.objects.filter(pk=run.pk, status=Run.Status.FINISHED).exists(), timeout=30,
+                   what="the run to be interrupted", worker=restarted)
+    finally:
+        restarted.stop()
+    run.refresh_from_db()
+    assert run.stop_reason == Run.StopReason.INTERRUPTED
+    assert "stopped before the run ended" in run.error
+    assert run.steps.count() == run.step_count >= 1
