@@ -11,7 +11,7 @@ from django.db.models import Avg, Count, F, Max, Q, QuerySet, Sum, Window
 from django.db.models.functions import RowNumber
 from django.shortcuts import get_object_or_404
 
-from .divergence import Difference, Divergence, run_differences, run_divergence
+from .divergence import Difference, Divergence, attempt_outcome, canonical, run_differences, run_divergence
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
 
 GUARD_STOPS = (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)
@@ -28,7 +28,7 @@ STEP_FIELDS = ("index", "kind", "tool_name", "input", "attempts", "text", "is_er
 def run_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Run]:
     """Runs, newest first, narrowed by the list page's filters (blank values are ignored)."""
     f = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
-    qs = Run.objects.defer(*HEAVY_FIELDS)
+    qs = Run.objects.filter(parent__isnull=True).defer(*HEAVY_FIELDS)  # sub-agents are listed on their parent
     for key in ("scenario", "policy_name", "model_backend", "status", "stop_reason", "experiment_id"):
         if key in f:
             qs = qs.filter(**{key: f[key]})
@@ -224,11 +224,46 @@ def policy_variant_list() -> list[PolicyVariant]:
 
 
 @dataclass
+class FailingCall:
+    """One call (tool and input) the run kept making, how often, and each distinct error text."""
+
+    tool_name: str
+    input: Any
+    times: int
+    errors: list[tuple[str, str, int]]  # (outcome label, message, how many attempts said it)
+    model_saw: Any  # the tool_result content of the last of these calls
+
+
+@dataclass
 class StopCase:
     run: Run
-    errors: list[Step]  # the repeated failing calls that tripped the guard
+    errors: list[Step]  # the errors in a row that tripped the guard
     other: Run | None  # the same scenario under another policy
     review: StopReview | None
+
+    @property
+    def calls(self) -> list[FailingCall]:
+        return failing_calls(self.errors)
+
+
+def failing_calls(steps: list[Step]) -> list[FailingCall]:
+    """Group repeated failing calls by tool and input, keeping each distinct error text once."""
+    calls: dict[str, FailingCall] = {}
+    for step in steps:
+        key = step.tool_name + canonical(step.input)
+        call = calls.setdefault(key, FailingCall(step.tool_name, step.input, 0, [], None))
+        call.times += 1
+        call.model_saw = step.result_content
+        for attempt in step.attempts or []:
+            if attempt.get("ok"):
+                continue
+            text = (attempt_outcome(attempt).label, attempt.get("message") or "")
+            found = next((i for i, e in enumerate(call.errors) if e[:2] == text), None)
+            if found is None:
+                call.errors.append((*text, 1))
+            else:
+                call.errors[found] = (*text, call.errors[found][2] + 1)
+    return list(calls.values())
 
 
 STOP_FILTERS = ("unreviewed", "reviewed", "all")
