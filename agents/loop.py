@@ -103,7 +103,9 @@ def format_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str)
     if empty_error:
         found = outcome.content.get("message") if isinstance(outcome.content, dict) else None
         message = found or f"{tool} found nothing"
-        return (message, True) if policy.error_format == "message" else (error_json("empty", message, retryable=False), True)
+        if policy.error_format == "message":
+            return message, True
+        return error_json("empty", message, retryable=False), True
     message = outcome.message or "the tool failed without a message"
     if outcome.category == "transient" and attempts > 1:
         message = f"still failing after {attempts} attempts: {message}; {EXHAUSTED_ADVICE}"

@@ -194,8 +194,8 @@ def _stuck(session: Session) -> Built:
             return Verdict(False, f"the stuck model was not stopped by a consecutive-error guard: the run ended "
                                   f"{result.end.stop_reason} after {errors} failed steps")
         return Verdict(True, f"the guard stopped the repeated call after {errors} errors ({result.end.guard})")
-    return Built(Toolbox(Rooms().tools()), Persona(opening=(("free_slots", {"date": "next Friday"}),), stubborn=True),
-                 judge)
+    persona = Persona(opening=(("free_slots", {"date": "next Friday"}),), repeats_when_stuck=True)
+    return Built(Toolbox(Rooms().tools()), persona, judge)
 
 
 class SubagentInput(BaseModel):
@@ -247,8 +247,8 @@ def _coordinator(session: Session) -> Built:
                 run_subagent)
     tasks = ["Look up order 1042 for Ana Ruiz.", "Look up order 1043 for Ana Ruiz.", "Look up order 1050 for Ana Ruiz.",
              "Check whether support can call Ana Ruiz back."]
-    return Built(Toolbox([tool]), Persona(opening=tuple(("run_subagent", {"task": t}) for t in tasks), coordinator=True),
-                 judge, COORDINATOR_SYSTEM)
+    persona = Persona(opening=tuple(("run_subagent", {"task": t}) for t in tasks), coordinator=True)
+    return Built(Toolbox([tool]), persona, judge, COORDINATOR_SYSTEM)
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (

@@ -47,7 +47,7 @@ class Persona:
 
     opening: tuple[tuple[str, dict[str, Any]], ...]  # the calls of its first turn
     alternatives: tuple[dict[str, Any], ...] = ()  # inputs it would try instead, in order
-    stubborn: bool = False  # repeats a call it cannot fix (the stuck model)
+    repeats_when_stuck: bool = False  # repeats a call it cannot fix (the stuck model)
     coordinator: bool = False  # composes a report from its sub-agents' results
 
 
@@ -117,7 +117,10 @@ def join_and(items: list[str]) -> str:
 
 
 def to_user(advice: str) -> str:
-    """Advice written for the model, turned to the person: "ask the user to X themselves" -> "you'll need to X yourself"."""
+    """Advice written for the model, turned to the person.
+
+    "ask the user to X themselves" becomes "you'll need to X yourself".
+    """
     m = re.fullmatch(r"ask the (?:user|customer) to (.+?)(?: themselves)?", advice.strip())
     return f"you'll need to {m.group(1)} yourself" if m else advice
 
@@ -228,7 +231,8 @@ def coordinator_reply(readings: list[Reading]) -> str:
     partial = f"orders {join_and(found)} found" if found else "nothing found"
     if missing:
         partial += f", {join_and(missing)} not checked"
-    next_step = "the customer can wait for a call back or ask again" if call_back else "the customer can ask again later"
+    next_step = ("the customer can wait for a call back or ask again" if call_back
+                 else "the customer can ask again later")
     return "\n".join([f"failed:  {'; '.join(failed)}", f"tried:   {'; '.join(tried)}", f"partial: {partial}",
                       f"next:    {next_step}"])
 
@@ -274,7 +278,7 @@ class SimulatedModel:
         if repaired:
             args, said = repaired
             return [_text(said), self._use(r.name, args, turn, 0)]
-        if self.persona.stubborn:
+        if self.persona.repeats_when_stuck:
             return [_text("Trying that again."), self._use(r.name, r.input, turn, 0)]
         return [_text(failure_reply(r, [t.get("name") for t in body.get("tools") or []]))]
 

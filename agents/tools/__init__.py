@@ -20,7 +20,8 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """The Messages API tool definition, its input schema taken from the Pydantic model."""
-        return {"name": self.name, "description": self.description, "input_schema": self.input_model.model_json_schema()}
+        return {"name": self.name, "description": self.description,
+                "input_schema": self.input_model.model_json_schema()}
 
 
 class Toolbox:

@@ -43,7 +43,8 @@ def test_a_policy_can_be_given_as_json_settings():
 
 def test_run_records_a_cassette_that_replays(tmp_path):
     cassette = tmp_path / "run.json"
-    code, recorded, _ = run_cli("run", "--scenario", "lookup-empty", "--policy", "structured", "--record", str(cassette))
+    code, recorded, _ = run_cli("run", "--scenario", "lookup-empty", "--policy", "structured",
+                                "--record", str(cassette))
     assert code == 0 and f"recorded to {cassette}" in recorded
     code, replayed, _ = run_cli("run", "--scenario", "lookup-empty", "--policy", "structured", "--model", "replay",
                                 "--cassette", str(cassette))

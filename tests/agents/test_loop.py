@@ -121,7 +121,8 @@ def test_an_empty_result_is_an_error_only_when_the_policy_says_so():
 def test_events_round_trip_through_plain_dicts():
     step = StepEvent(index=1, kind=TOOL_USE, tool_name="lookup", input={"key": "answer"},
                      attempts=[Attempt(number=1, ok=False, content="x", category="transient", retryable=True,
-                                       message="upstream returned 503", result_content={"error": {"message": "Error"}})],
+                                       message="upstream returned 503",
+                                       result_content={"error": {"message": "Error"}})],
                      is_error=True, category="transient", retryable=True)
     assert StepEvent.from_dict(json.loads(json.dumps(step.to_dict()))) == step
     end = run_scenario("refund-too-old", "structured").end

@@ -3,7 +3,7 @@
 import pytest
 
 from agents import PRESETS, SCENARIOS, format_end, format_step, run_scenario, scenario_names
-from agents.events import FINAL, TOOL_USE, ListRecorder
+from agents.events import TOOL_USE, ListRecorder
 
 P, F = True, False
 # scenario: verdict under fragile, starter, message, structured
