@@ -162,7 +162,7 @@ def _lookup_empty(session: Session) -> Built:
             return failed
         errors = [s for s in result.steps if s.is_error]
         if errors:
-            return Verdict(False, f"an empty result was reported as an error {len(errors)} time(s) and tried "
+            return Verdict(False, f"an empty result was reported as an error and the lookup was tried "
                                   f"{attempts(result, 'lookup_orders')} times")
         if "no orders" not in answer_of(result):
             return Verdict(False, "the answer does not say there are no orders")
@@ -192,7 +192,7 @@ def _stuck(session: Session) -> Built:
         errors = sum(1 for s in result.steps if s.is_error)
         if result.end.stop_reason != CONSECUTIVE_ERRORS:
             return Verdict(False, f"the stuck model was not stopped by a consecutive-error guard: the run ended "
-                                  f"{result.end.stop_reason} after {errors} failed steps")
+                                  f"{result.end.stop_reason} after {errors} failed step(s)")
         return Verdict(True, f"the guard stopped the repeated call after {errors} errors ({result.end.guard})")
     persona = Persona(opening=(("free_slots", {"date": "next Friday"}),), repeats_when_stuck=True)
     return Built(Toolbox(Rooms().tools()), persona, judge)
