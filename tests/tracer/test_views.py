@@ -123,7 +123,7 @@ def test_the_run_page_shows_every_attempt_the_banner_and_the_transcript_toggle(a
     assert "business · not retryable" in html
     assert "Stopped: final_answer" in html or "Stopped: Final Answer" in html
     assert "generic error" in html
-    assert "<details class=\"transcript\">" in html and "Please refund order 0871" in html
+    assert '<details id="run-transcript" class="transcript"' in html and "Please refund order 0871" in html
     assert ">simulated<" in html
 
 
@@ -177,6 +177,7 @@ def test_the_step_poll_stops_once_the_run_has_finished(admin_client):
     html = admin_client.get(reverse("tracer:run-steps", args=[run.pk]), {"after": 2}, headers=HTMX).content.decode()
     assert "hx-trigger" not in html.replace("policyCreated", "")
     assert "Stopped:" in html
+    assert '<details id="run-transcript" class="transcript" hx-swap-oob="true">' in html
     assert 'id="step-' not in html
 
 
