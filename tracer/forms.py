@@ -57,8 +57,8 @@ class CompareForm(forms.Form):
     b = forms.IntegerField(min_value=1, label="run B")
 
     def __init__(self, data: Any, *args: Any, **kwargs: Any) -> None:
-        """Accepts ``?a=&b=`` or the run list's two ticked ``run`` boxes."""
-        picked = data.getlist("run")
+        """Accepts ``?a=&b=`` or the run list's two ticked ``run`` boxes (the older run, lower id, is A)."""
+        picked = sorted(data.getlist("run"), key=lambda pk: pk.zfill(20))
         if "a" not in data and len(picked) == 2:
             data = {"a": picked[0], "b": picked[1]}
         super().__init__(data, *args, **kwargs)

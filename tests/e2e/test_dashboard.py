@@ -67,7 +67,19 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     # Back on the experiment: both finished; open the compare pair.
     page.go_back()
     expect(page.locator("#experiment-progress")).to_contain_text("2 of 2 runs finished — done", timeout=30_000)
-    page.get_by_role("link", name=re.compile(r"refund-too-old: starter #\d+ vs structured #\d+")).click()
+    expect(page.get_by_role("link", name=re.compile(r"refund-too-old: starter #\d+ vs structured #\d+"))).to_be_visible()
+
+    # On the runs list, tick the two runs and compare them.
+    page.get_by_role("link", name="Runs", exact=True).click()
+    compare_button = page.locator("[data-compare-button]")
+    expect(compare_button).to_be_disabled()
+    boxes = page.locator('#run-rows input[name="run"]')
+    expect(boxes).to_have_count(2)
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    expect(compare_button).to_be_enabled()
+    compare_button.click()
+    expect(page.locator(".compare-heads .run-card").first).to_contain_text("starter")  # the older run is A
 
     split = page.locator(".pair.is-split")
     expect(split).to_have_count(1)

@@ -247,8 +247,9 @@ def test_compare_summarises_the_differences(admin_client):
 
 def test_compare_accepts_the_two_ticked_runs_of_the_list(admin_client):
     a, b = refund_too_old_starter(), refund_too_old_structured()
-    html = admin_client.get(f"{reverse('tracer:compare')}?run={a.pk}&run={b.pk}").content.decode()
+    html = admin_client.get(f"{reverse('tracer:compare')}?run={b.pk}&run={a.pk}").content.decode()
     assert "This is where the runs split" in html
+    assert html.index(f"#{a.pk}</a>") < html.index(f"#{b.pk}</a>")  # the older run is A
 
 
 def test_compare_warns_when_the_scenarios_differ(admin_client):
