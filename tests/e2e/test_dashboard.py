@@ -67,19 +67,7 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     # Back on the experiment: both finished; open the compare pair.
     page.go_back()
     expect(page.locator("#experiment-progress")).to_contain_text("2 of 2 runs finished — done", timeout=30_000)
-    expect(page.get_by_role("link", name=re.compile(r"refund-too-old: starter #\d+ vs structured #\d+"))).to_be_visible()
-
-    # On the runs list, tick the two runs and compare them.
-    page.get_by_role("link", name="Runs", exact=True).click()
-    compare_button = page.locator("[data-compare-button]")
-    expect(compare_button).to_be_disabled()
-    boxes = page.locator('#run-rows input[name="run"]')
-    expect(boxes).to_have_count(2)
-    boxes.nth(0).check()
-    boxes.nth(1).check()
-    expect(compare_button).to_be_enabled()
-    compare_button.click()
-    expect(page.locator(".compare-heads .run-card").first).to_contain_text("starter")  # the older run is A
+    page.get_by_role("link", name=re.compile(r"refund-too-old: starter #\d+ vs structured #\d+")).click()
 
     split = page.locator(".pair.is-split")
     expect(split).to_have_count(1)
@@ -93,6 +81,36 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     expect(page.locator(".split-summary")).to_contain_text("which then gave its final answer")
     expect(page.locator("table.diffs tr.differs")).to_contain_text(["Retries"])
     save_screenshot(page, "compare.png")
+
+
+def test_the_runs_list_updates_active_rows_live_and_compares_two_ticked_runs(signed_in: Page, live_server,
+                                                                            slow_worker):
+    page = signed_in
+    page.get_by_role("link", name="Launch", exact=True).click()
+    page.get_by_label("lookup-flaky", exact=True).check()
+    page.get_by_label("starter").check()
+    page.get_by_label("structured").check()
+    page.get_by_role("button", name="Launch").click()
+    expect(page.locator("#experiment-progress")).to_contain_text("of 2 runs finished")
+
+    page.get_by_role("link", name="Runs", exact=True).click()
+    rows = page.locator("#run-rows tr")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#run-rows .status.finished")).not_to_have_count(2)  # still active when we arrive
+    page.evaluate("window.notReloaded = true")
+    compare_button = page.locator("[data-compare-button]")
+    expect(compare_button).to_be_disabled()
+    boxes = page.locator('#run-rows input[name="run"]')
+    boxes.nth(0).check()  # ticked while the rows refresh: the tick survives each refresh
+    expect(page.locator("#run-rows .status.finished")).to_have_count(2, timeout=30_000)
+    expect(page.locator("#run-rows")).not_to_have_attribute("hx-trigger", re.compile("every"))  # polling stopped
+    assert page.evaluate("window.notReloaded") is True
+    expect(boxes.nth(0)).to_be_checked()
+    boxes.nth(1).check()
+    expect(compare_button).to_be_enabled()
+    compare_button.click()
+    expect(page.locator(".compare-heads .run-card").first).to_contain_text("starter")  # the older run is A
+    expect(page.locator(".compare-heads .run-card").nth(1)).to_contain_text("structured")
 
 
 def test_review_a_guard_stop(signed_in: Page, live_server):
