@@ -46,7 +46,7 @@ class RunFilterForm(forms.Form):
 
     def filters(self) -> dict[str, Any]:
         """The valid filters, under ``run_list``'s names; an invalid one is left out and shown as an error."""
-        data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
+        data = dict(self.cleaned_data)  # an invalid filter is absent here
         data["policy_name"] = data.pop("policy", "")
         data["experiment_id"] = data.pop("experiment", None)
         return data
