@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
@@ -155,7 +156,9 @@ def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Review of run {run.pk} saved.")
         else:
             messages.error(request, f"Review of run {run.pk} not saved: {form.errors.as_text()}")
-        return redirect(request.POST.get("next") or reverse("tracer:stops"))
+        back = request.POST.get("next", "")
+        safe = url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})
+        return redirect(back if safe else reverse("tracer:stops"))
     context = {
         "case": selectors.StopCase(run=run, errors=[], other=None, review=review or getattr(run, "review", None)),
         "form": form,

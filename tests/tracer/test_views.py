@@ -380,9 +380,17 @@ def test_a_review_without_a_verdict_names_the_field(admin_client):
 
 def test_a_review_without_javascript_redirects_back(admin_client):
     run = guard_stop()
-    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "next": "/stops/"})
-    assert response.status_code == 302
+    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]),
+                                 {"verdict": "expected", "next": "/stops/?state=all"})
+    assert response.status_code == 302 and response["Location"] == "/stops/?state=all"
     assert StopReview.objects.get(run=run).verdict == "expected"
+
+
+def test_a_review_never_redirects_off_site(admin_client):
+    run = guard_stop()
+    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]),
+                                 {"verdict": "expected", "next": "https://evil.example/"})
+    assert response["Location"] == reverse("tracer:stops")
 
 
 def test_the_stop_counts_refresh_as_a_fragment(admin_client):
