@@ -102,7 +102,7 @@ STATIC_ROOT = VAR_DIR / "static"
 
 # Celery: a real worker over a real broker. The default broker needs no server.
 BROKER_DIR = Path(os.environ.get("RLT_BROKER_DIR") or VAR_DIR / "broker")
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://localhost//"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
