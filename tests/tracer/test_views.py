@@ -426,3 +426,15 @@ def test_the_experiment_page_polls_until_done_then_links_matrix_and_pairs(admin_
     assert "hx-trigger" not in html
     assert f"/policies/?experiment={exp.pk}" in html
     assert f"/compare/?a={a.pk}&amp;b={b.pk}" in html
+
+
+def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_client):
+    a = refund_too_old_structured()
+    b = refund_too_old_structured()
+    b.steps.filter(index=2).update(index=3)
+    StepFactory(run=b, index=2, tool_name="lookup_orders", input={"customer": "c1"},
+                attempts=[attempt(1, ok=True, content=["0871"])], is_error=False)
+    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
+    assert html.count("no such step") == 1
+    assert "no retry: the result went back to the model" not in html
+    assert "Run B called lookup_orders; run A has no such step." in html
