@@ -435,6 +435,6 @@ def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_clien
     StepFactory(run=b, index=2, tool_name="lookup_orders", input={"customer": "c1"},
                 attempts=[attempt(1, ok=True, content=["0871"])], is_error=False)
     html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
-    assert html.count("no such step") == 1
+    assert html.count('class="gap-note">no such step') == 1
     assert "no retry: the result went back to the model" not in html
     assert "Run B called lookup_orders; run A has no such step." in html
