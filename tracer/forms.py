@@ -73,7 +73,7 @@ class CompareForm(forms.Form):
 class PolicyVariantForm(forms.Form):
     """A custom variant: a preset to start from and the settings that differ from it."""
 
-    name = forms.CharField(max_length=40, help_text="lowercase letters, digits, - and _")
+    name = forms.CharField(max_length=40)
     base = forms.ChoiceField(choices=[(n, n) for n in PRESETS], initial="structured", label="base preset")
     description = forms.CharField(required=False, max_length=500)
     error_format = forms.ChoiceField(required=False, label="error format", choices=INHERIT + [

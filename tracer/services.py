@@ -481,6 +481,8 @@ def policy_variant_create(*, name: str, settings: dict[str, Any], user=None) -> 
         clean = policy_settings_validate(data={**settings, "name": name})
     except ValidationError as exc:
         errors = exc.message_dict
+        if "name" in errors:
+            errors["name"] = [f"use lowercase letters, digits, - and _, starting with a letter or digit; got {name!r}"]
     if PolicyVariant.objects.filter(name=name).exists():
         errors.setdefault("name", []).append(f"a policy named {name!r} already exists; choose another name")
     if errors:

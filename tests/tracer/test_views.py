@@ -317,7 +317,7 @@ def test_a_policy_variant_form_names_each_invalid_field(admin_client):
         headers=HTMX,
     )
     html = response.content.decode()
-    assert 'id="error-name"' in html and "String should match pattern" in html
+    assert 'id="error-name"' in html and "use lowercase letters, digits, - and _" in html
     assert 'id="error-max_attempts"' in html and "less than or equal to 10" in html
     assert 'id="error-backoff_jitter"' in html and "less than or equal to 1" in html
     assert "HX-Trigger" not in response
