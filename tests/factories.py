@@ -35,7 +35,8 @@ class RunFactory(factory.django.DjangoModelFactory):
 
     scenario = "refund-too-old"
     policy_name = "structured"
-    policy_settings = factory.LazyAttribute(lambda o: PRESETS[o.policy_name].settings() if o.policy_name in PRESETS else {})
+    policy_settings = factory.LazyAttribute(
+        lambda o: PRESETS[o.policy_name].settings() if o.policy_name in PRESETS else {})
     model_backend = "simulated"
     task = "Please refund order 0871, the laptop stand is wobbly."
     status = Run.Status.FINISHED

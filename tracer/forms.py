@@ -14,6 +14,7 @@ from .models import Run, StopReview
 BLANK = [("", "any")]
 INHERIT = [("", "as in the base preset")]
 YES_NO = [("true", "yes"), ("false", "no")]
+SHORT_NUMBER = forms.NumberInput(attrs={"class": "short"})
 
 
 def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
@@ -35,6 +36,9 @@ class RunFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=BLANK + Run.Status.choices)
     stop_reason = forms.ChoiceField(required=False, label="stop reason", choices=BLANK + Run.StopReason.choices)
     verdict = forms.ChoiceField(required=False, choices=BLANK + Run.Verdict.choices + [("unknown", "unknown")])
+    min_steps = forms.IntegerField(required=False, min_value=0, label="steps ≥", widget=SHORT_NUMBER)
+    min_errors = forms.IntegerField(required=False, min_value=0, label="errors ≥", widget=SHORT_NUMBER)
+    min_retries = forms.IntegerField(required=False, min_value=0, label="retries ≥", widget=SHORT_NUMBER)
     started_from = forms.DateField(required=False, label="started from", widget=forms.DateInput(attrs={"type": "date"}))
     started_to = forms.DateField(required=False, label="started to", widget=forms.DateInput(attrs={"type": "date"}))
     experiment = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)

@@ -34,6 +34,9 @@ def run_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Run]:
             qs = qs.filter(**{key: f[key]})
     if "verdict" in f:
         qs = qs.filter(verdict="" if f["verdict"] == "unknown" else f["verdict"])
+    for key, column in (("min_steps", "step_count"), ("min_errors", "error_count"), ("min_retries", "retry_count")):
+        if key in f:
+            qs = qs.filter(**{f"{column}__gte": f[key]})
     if "started_from" in f:
         qs = qs.filter(created_at__date__gte=f["started_from"])
     if "started_to" in f:

@@ -40,6 +40,8 @@ def test_run_list_filters_by_each_column_and_hides_sub_agents():
     assert ids(verdict="fail") == {starter.pk}
     assert ids(verdict="unknown") == {running.pk, claude.pk}
     assert ids(stop_reason="final_answer") == {starter.pk, structured.pk, claude.pk}
+    assert ids(min_retries=1) == {starter.pk}
+    assert ids(min_errors=1, min_steps=2) == {starter.pk, structured.pk}
     assert ids(scenario="", policy_name=None) == ids()  # blank filters are ignored
 
 

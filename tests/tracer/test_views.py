@@ -99,7 +99,8 @@ def test_htmx_polling_the_run_list_gets_only_the_rows(admin_client):
 
 def test_htmx_filtering_the_run_list_gets_only_the_table(admin_client):
     RunFactory()
-    html = admin_client.get(reverse("tracer:runs"), {"policy": "structured"}, headers=htmx("run-table")).content.decode()
+    response = admin_client.get(reverse("tracer:runs"), {"policy": "structured"}, headers=htmx("run-table"))
+    html = response.content.decode()
     assert html.lstrip().startswith('<div id="run-table"')
     assert "<html" not in html
 

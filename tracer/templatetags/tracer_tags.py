@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from tracer.divergence import attempt_outcome
 
 register = template.Library()
+SIMULATED_TITLE = "deterministic simulated model, not Claude"
 
 
 @register.filter
@@ -31,7 +32,7 @@ def outcome(attempt: dict) -> str:
 def backend_badge(run: Any) -> str:
     """The model backend; a simulated run says so wherever it is shown."""
     if run.model_backend == "simulated":
-        return format_html('<span class="badge sim" title="{}">simulated</span>', "deterministic simulated model, not Claude")
+        return format_html('<span class="badge sim" title="{}">simulated</span>', SIMULATED_TITLE)
     label = f"{run.model_backend} · {run.model_name}" if run.model_name else run.model_backend
     return format_html('<span class="badge model">{}</span>', label)
 
