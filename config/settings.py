@@ -112,7 +112,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(BROKER_DIR / "processed"),
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
-        "polling_interval": 0.1,
+        "polling_interval": float(os.environ.get("RLT_BROKER_POLL_S") or 0.05),
     }
 # One queue name per test session (no dots: the filesystem transport splits file names on them).
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("RLT_QUEUE") or (f"rlt-test-{os.getpid()}" if UNDER_PYTEST else "celery")

@@ -137,9 +137,12 @@ def main() -> int:
             time.sleep(0.1)
         started = time.perf_counter()
         experiment = experiment_launch(scenarios=scenarios, policies=policies, repeats=args.repeats, name="benchmark")
+        shown = -1
         while True:
             experiment.refresh_from_db(fields=["finished_runs"])
-            bar(experiment.finished_runs, n, "workers, recorded        ")
+            if experiment.finished_runs != shown:
+                shown = experiment.finished_runs
+                bar(shown, n, "workers, recorded        ")
             if experiment.is_done:
                 break
             time.sleep(0.02)
