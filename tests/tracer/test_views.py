@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from tests.factories import (
+    ExperimentFactory,
     RunFactory,
     StepFactory,
     StopReviewFactory,
@@ -411,8 +412,6 @@ def test_the_launch_form_names_each_missing_choice(admin_client):
 
 
 def test_the_experiment_page_polls_until_done_then_links_matrix_and_pairs(admin_client):
-    from tests.factories import ExperimentFactory
-
     exp = ExperimentFactory(total_runs=2, finished_runs=1)
     a = refund_too_old_starter(experiment=exp)
     b = refund_too_old_structured(experiment=exp, status=Run.Status.RUNNING)
@@ -439,3 +438,12 @@ def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_clien
     assert html.count('class="gap-note">no such step') == 1
     assert "no retry: the result went back to the model" not in html
     assert "Run B called lookup_orders; run A has no such step." in html
+
+
+def test_the_run_list_of_one_experiment_says_so_and_links_back_to_all_runs(admin_client):
+    exp = ExperimentFactory()
+    mine = RunFactory(experiment=exp)
+    other = RunFactory()
+    html = admin_client.get(reverse("tracer:runs"), {"experiment": exp.pk, "policy": "structured"}).content.decode()
+    assert f"/runs/{mine.pk}/" in html and f"/runs/{other.pk}/" not in html
+    assert f'of experiment {exp.pk} <a href="?policy=structured">(all runs)</a>' in html
