@@ -9,13 +9,13 @@ function updateComparePicker(form) {
   button.textContent = ticked === 2 ? "Compare the two ticked runs" : `Tick two runs to compare (${ticked} ticked)`;
 }
 
-function initComparePickers(root) {
-  root.querySelectorAll("[data-compare-picker]").forEach(updateComparePicker);
+function updateAllComparePickers() {
+  document.querySelectorAll("[data-compare-picker]").forEach(updateComparePicker);
 }
 
 document.addEventListener("change", (event) => {
   const form = event.target.closest("[data-compare-picker]");
   if (form) updateComparePicker(form);
 });
-document.addEventListener("DOMContentLoaded", () => initComparePickers(document));
-document.addEventListener("htmx:afterSettle", (event) => initComparePickers(event.target.closest("[data-compare-picker]")?.parentNode || document));
+document.addEventListener("DOMContentLoaded", updateAllComparePickers);
+document.addEventListener("htmx:afterSettle", updateAllComparePickers);
