@@ -36,7 +36,7 @@ def execute(scenario: str, policy: str) -> Run:
     return run_execute(run_id=run.pk)
 
 
-def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in: Page, live_server, slow_worker):
+def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in: Page, slow_worker):
     page = signed_in
     page.get_by_role("link", name="Launch", exact=True).click()
     page.get_by_label("refund-too-old").check()
@@ -83,8 +83,7 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     save_screenshot(page, "compare.png")
 
 
-def test_the_runs_list_updates_active_rows_live_and_compares_two_ticked_runs(signed_in: Page, live_server,
-                                                                            slow_worker):
+def test_the_runs_list_updates_active_rows_live_and_compares_two_ticked_runs(signed_in: Page, slow_worker):
     page = signed_in
     page.get_by_role("link", name="Launch", exact=True).click()
     page.get_by_label("lookup-flaky", exact=True).check()
@@ -113,7 +112,7 @@ def test_the_runs_list_updates_active_rows_live_and_compares_two_ticked_runs(sig
     expect(page.locator(".compare-heads .run-card").nth(1)).to_contain_text("structured")
 
 
-def test_review_a_guard_stop(signed_in: Page, live_server):
+def test_review_a_guard_stop(signed_in: Page):
     stopped = execute("stuck-model", "structured")
     other = execute("stuck-model", "starter")
     assert stopped.stop_reason == Run.StopReason.CONSECUTIVE_ERRORS
@@ -137,7 +136,7 @@ def test_review_a_guard_stop(signed_in: Page, live_server):
     expect(page.locator(f"#stop-{stopped.pk}")).to_be_visible()
 
 
-def test_create_a_custom_policy_with_a_message_per_invalid_field(signed_in: Page, live_server):
+def test_create_a_custom_policy_with_a_message_per_invalid_field(signed_in: Page):
     for scenario in scenario_names():
         for policy in ("starter", "structured"):
             execute(scenario, policy)
