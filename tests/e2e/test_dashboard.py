@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agents import scenario_names
+from agents.policies import PRESET_NAMES
 from tests.conftest import WorkerProcess, purge_test_queue
 from tests.e2e.conftest import save_screenshot
 from tracer.models import PolicyVariant, Run
@@ -138,7 +139,7 @@ def test_review_a_guard_stop(signed_in: Page):
 
 def test_create_a_custom_policy_with_a_message_per_invalid_field(signed_in: Page):
     for scenario in scenario_names():
-        for policy in ("starter", "structured"):
+        for policy in PRESET_NAMES:
             execute(scenario, policy)
     page = signed_in
     page.get_by_role("link", name="Policies", exact=True).click()
