@@ -83,7 +83,7 @@ class WorkerProcess:
     def __init__(self, *, step_delay_s: float = 0.0, concurrency: int = 2, name: str | None = None) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         self.name = name or f"test-{uuid.uuid4().hex[:8]}"
-        self.log_path = ARTIFACTS / f"worker-{self.name}-{uuid.uuid4().hex[:4]}.log"
+        self.log_path = ARTIFACTS / f"worker-{os.getpid()}-{self.name}-{uuid.uuid4().hex[:4]}.log"
         env = {
             **os.environ,
             "DATABASE_URL": database_url_for_workers(),
@@ -195,9 +195,13 @@ def _preset_policies_after_flush(request):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _purge_this_sessions_queue():
+def _clean_up_the_session(request):
+    """At the end: empty this session's queue; keep the worker logs only if a test failed."""
     yield
     try:
         purge_test_queue()
     except Exception:  # the broker may already be gone at the end of the session
         pass
+    if not request.session.testsfailed:
+        for log in ARTIFACTS.glob(f"worker-{os.getpid()}-*.log"):
+            log.unlink(missing_ok=True)

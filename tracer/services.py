@@ -56,7 +56,7 @@ def worker_identity() -> str:
 # --- validation ------------------------------------------------------------------------------
 
 
-def _check_names(*, field: str, values: Any, known: list[str], what: str) -> tuple[list[str], list[str]]:
+def _check_names(*, values: Any, known: list[str], what: str) -> tuple[list[str], list[str]]:
     """Return (clean values, errors) for a list of names that must each be one of ``known``."""
     if isinstance(values, str) or not isinstance(values, (list, tuple)):
         return [], [f"expected a list of {what} names, got {type(values).__name__}"]
@@ -132,12 +132,12 @@ def experiment_launch(
 
     errors: dict[str, list[str]] = {}
     clean_scenarios, scenario_errors = _check_names(
-        field="scenarios", values=scenarios, known=_scenario_names(), what="scenario"
+        values=scenarios, known=_scenario_names(), what="scenario"
     )
     if scenario_errors:
         errors["scenarios"] = scenario_errors
     known_policies = list(PolicyVariant.objects.values_list("name", flat=True))
-    clean_policies, policy_errors = _check_names(field="policies", values=policies, known=known_policies, what="policy")
+    clean_policies, policy_errors = _check_names(values=policies, known=known_policies, what="policy")
     if policy_errors:
         errors["policies"] = policy_errors
     backend_errors = model_backend_errors(model_backend=model_backend, allowed=EXPERIMENT_BACKENDS)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 import agents
 from agents.events import ListRecorder
@@ -117,3 +119,27 @@ def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(t
     assert run.stop_reason == Run.StopReason.INTERRUPTED
     assert "stopped before the run ended" in run.error
     assert run.steps.count() == run.step_count >= 1
+
+
+def test_run_experiment_waits_for_the_worker_and_prints_the_summary_table(worker_process):
+    out = StringIO()
+    call_command("run_experiment", "--scenario", "refund-too-old,lookup-empty", "--policy", "starter",
+                 "--policy", "structured", "--wait", "--timeout", "120", stdout=out)
+    text = out.getvalue()
+    assert "4/4 runs finished" in text
+    rows = {tuple(line.split()[:2]): line.split() for line in text.splitlines() if line.startswith(("refund", "lookup"))}
+    # scenario, policy, runs, pass, tool calls, retries, wasted, stop reasons
+    assert rows[("refund-too-old", "starter")][2:7] == ["1", "0", "1.0", "2", "2"]
+    assert rows[("refund-too-old", "structured")][2:7] == ["1", "1", "1.0", "0", "0"]
+    assert rows[("lookup-empty", "structured")][3] == "1"
+
+
+def test_the_demo_is_launched_once_and_then_reported_as_recorded(worker_process):
+    first = StringIO()
+    call_command("demo", "--wait", "--timeout", "180", stdout=first)
+    runs = len(agents.scenario_names()) * 2
+    assert f"{runs}/{runs} runs finished" in first.getvalue()
+    again = StringIO()
+    call_command("demo", stdout=again)
+    assert "is already recorded" in again.getvalue()
+    assert Run.objects.filter(parent__isnull=True).count() == runs

@@ -1,4 +1,4 @@
-"""Shared by the experiment commands: waiting with a progress bar, and the summary table."""
+"""Shared by the experiment commands: launching, waiting with a progress bar, and the summary table."""
 
 from __future__ import annotations
 
@@ -6,9 +6,40 @@ import sys
 import time
 from collections import Counter, defaultdict
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from tracer.models import Experiment, Run
+from tracer.services import experiment_launch
+
+OPTION_OF_FIELD = {"scenarios": "--scenario", "policies": "--policy", "model_backend": "--model"}
+
+
+def validation_message(exc: ValidationError) -> str:
+    """One line per message, each naming the command-line option it is about."""
+    if hasattr(exc, "error_dict"):
+        return "\n".join(
+            f"{OPTION_OF_FIELD.get(field, '--' + field.replace('_', '-'))}: {message}"
+            for field, messages in exc.message_dict.items()
+            for message in messages
+        )
+    return "\n".join(exc.messages)
+
+
+def launch(*, stdout, wait: bool, timeout: float, **launch_args) -> Experiment:
+    """Launch an experiment, say what was queued and, with ``wait``, show progress and the summary table."""
+    try:
+        experiment = experiment_launch(**launch_args)
+    except ValidationError as exc:
+        raise CommandError("cannot launch the experiment:\n" + validation_message(exc)) from None
+    stdout.write(
+        f"experiment {experiment.pk}: {experiment.total_runs} runs queued for the workers "
+        f"({len(experiment.scenarios)} scenarios × {len(experiment.policies)} policies × {experiment.repeats})"
+    )
+    if wait:
+        wait_for(experiment, timeout=timeout, stdout=stdout)
+        stdout.write(summary_table(experiment))
+    return experiment
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:

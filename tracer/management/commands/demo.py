@@ -3,9 +3,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 
 from tracer.models import Experiment
-from tracer.services import experiment_launch
 
-from ._progress import summary_table, wait_for
+from ._progress import launch, summary_table
 
 DEMO_NAME = "demo: every scenario under starter and structured"
 DEMO_POLICIES = ["starter", "structured"]
@@ -23,21 +22,14 @@ class Command(BaseCommand):
         from agents import scenario_names
 
         scenarios = list(scenario_names())
-        existing = next(
-            (
-                e
-                for e in Experiment.objects.filter(name=DEMO_NAME, scenarios=scenarios, policies=DEMO_POLICIES)
-                if e.is_done
-            ),
-            None,
-        ) if not opts["again"] else None
+        existing = None
+        if not opts["again"]:
+            earlier = Experiment.objects.filter(name=DEMO_NAME, scenarios=scenarios, policies=DEMO_POLICIES)
+            existing = next((e for e in earlier if e.is_done), None)
         if existing is not None:
             self.stdout.write(f"demo experiment {existing.pk} is already recorded ({existing.total_runs} runs)")
-            experiment = existing
-        else:
-            experiment = experiment_launch(scenarios=scenarios, policies=DEMO_POLICIES, name=DEMO_NAME)
-            self.stdout.write(f"demo experiment {experiment.pk}: {experiment.total_runs} runs queued for the worker")
             if opts["wait"]:
-                wait_for(experiment, timeout=opts["timeout"], stdout=self.stdout)
-        if opts["wait"]:
-            self.stdout.write(summary_table(experiment))
+                self.stdout.write(summary_table(existing))
+            return
+        launch(stdout=self.stdout, wait=opts["wait"], timeout=opts["timeout"], scenarios=scenarios,
+               policies=DEMO_POLICIES, name=DEMO_NAME)

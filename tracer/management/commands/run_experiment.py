@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from tracer.models import PolicyVariant
-from tracer.services import experiment_launch
 
-from ._progress import summary_table, wait_for
+from ._progress import launch
 
 
 def expand(values: list[str] | None, every: list[str]) -> list[str]:
@@ -20,20 +18,6 @@ def expand(values: list[str] | None, every: list[str]) -> list[str]:
             elif name:
                 names.append(name)
     return list(dict.fromkeys(names))
-
-
-OPTION_OF_FIELD = {"scenarios": "--scenario", "policies": "--policy", "model_backend": "--model"}
-
-
-def validation_message(exc: ValidationError) -> str:
-    """One line per message, each naming the command-line option it is about."""
-    if hasattr(exc, "error_dict"):
-        return "\n".join(
-            f"{OPTION_OF_FIELD.get(field, '--' + field.replace('_', '-'))}: {message}"
-            for field, messages in exc.message_dict.items()
-            for message in messages
-        )
-    return "\n".join(exc.messages)
 
 
 class Command(BaseCommand):
@@ -53,20 +37,13 @@ class Command(BaseCommand):
 
         scenarios = expand(opts["scenario"], list(scenario_names()))
         policies = expand(opts["policy"], list(PolicyVariant.objects.values_list("name", flat=True)))
-        try:
-            experiment = experiment_launch(
-                scenarios=scenarios,
-                policies=policies,
-                model_backend=opts["model"],
-                repeats=opts["repeats"],
-                name=opts["name"],
-            )
-        except ValidationError as exc:
-            raise CommandError("cannot launch the experiment:\n" + validation_message(exc)) from None
-        self.stdout.write(
-            f"experiment {experiment.pk}: {experiment.total_runs} runs queued "
-            f"({len(experiment.scenarios)} scenarios × {len(experiment.policies)} policies × {experiment.repeats})"
+        launch(
+            stdout=self.stdout,
+            wait=opts["wait"],
+            timeout=opts["timeout"],
+            scenarios=scenarios,
+            policies=policies,
+            model_backend=opts["model"],
+            repeats=opts["repeats"],
+            name=opts["name"],
         )
-        if opts["wait"]:
-            wait_for(experiment, timeout=opts["timeout"], stdout=self.stdout)
-            self.stdout.write(summary_table(experiment))
