@@ -427,6 +427,9 @@ def run_execute(
             record_to=record_to,
             seed=run.pk,
         )
+    except ValueError as exc:  # the agent core could not start it: unknown scenario, bad policy or cassette
+        logger.warning("run %s could not start: %s", run_id, exc)
+        _crash(recorder, f"the run could not start: {exc}")
     except Exception as exc:  # the loop reports its own crashes; this is anything it could not
         logger.exception("run %s failed outside the agent loop", run_id)
         _crash(recorder, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")

@@ -111,3 +111,11 @@ def test_interrupt_stale_finishes_runs_held_by_a_named_worker():
     run.refresh_from_db()
     assert "1 run(s) marked interrupted" in out
     assert run.stop_reason == Run.StopReason.INTERRUPTED
+
+
+def test_run_agent_names_a_cassette_it_cannot_read(tmp_path):
+    missing = tmp_path / "missing.json"
+    with pytest.raises(CommandError, match=f"--cassette: cassette {missing} does not exist; expected a file written"):
+        call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "replay",
+             "--cassette", str(missing))
+    assert not Run.objects.exists()

@@ -153,3 +153,13 @@ def test_a_custom_policy_variant_can_be_launched_like_a_preset():
     run.refresh_from_db()
     assert run.policy_settings["max_attempts"] == 5
     assert run.status == Run.Status.FINISHED
+
+
+def test_a_run_the_agent_core_cannot_start_ends_crashed_with_its_reason():
+    run = queued("refund-too-old", "structured")
+    Run.objects.filter(pk=run.pk).update(scenario="refund-withdrawn")  # a scenario since removed from the core
+    run_execute_task(run.pk)
+    run.refresh_from_db()
+    assert run.stop_reason == Run.StopReason.CRASHED
+    assert run.error.startswith("the run could not start: ")
+    assert "refund-withdrawn" in run.error

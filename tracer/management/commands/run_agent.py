@@ -3,7 +3,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.__main__ import PrintRecorder
-from tracer.models import PolicyVariant
+from agents.llm.replay import Cassette
+from tracer.models import PolicyVariant, Run
 from tracer.services import model_backend_errors, run_create, run_execute
 
 
@@ -62,6 +63,11 @@ class Command(BaseCommand):
             errors.append("--cassette: the replay backend needs a cassette file recorded with --record")
         elif opts["cassette"] and opts["model"] != "replay":
             errors.append("--cassette: only read with --model replay")
+        elif opts["cassette"]:
+            try:
+                Cassette.load(opts["cassette"])
+            except ValueError as exc:
+                errors.append(f"--cassette: {exc}")
         if errors:
             raise CommandError("\n".join(errors))
 
@@ -74,8 +80,8 @@ class Command(BaseCommand):
         )
         if run is None:
             raise CommandError("the run was claimed by another process before this one could execute it")
-        if run.error and run.stop_reason == "crashed" and not run.steps.exists():
-            self.stderr.write(f"the run could not start: {run.error.splitlines()[0]}")
         if opts["record"]:
             self.stdout.write(f"recorded to {opts['record']}")
         self.stdout.write(f"run {run.pk}: /runs/{run.pk}/")
+        if run.stop_reason == Run.StopReason.CRASHED and not run.step_count:
+            raise CommandError(f"run {run.pk} crashed before its first step: {run.error.splitlines()[0]}")
