@@ -447,3 +447,11 @@ def test_the_run_list_of_one_experiment_says_so_and_links_back_to_all_runs(admin
     html = admin_client.get(reverse("tracer:runs"), {"experiment": exp.pk, "policy": "structured"}).content.decode()
     assert f"/runs/{mine.pk}/" in html and f"/runs/{other.pk}/" not in html
     assert f'of experiment {exp.pk} <a href="?policy=structured">(all runs)</a>' in html
+
+
+def test_compare_says_when_a_run_is_still_running(admin_client):
+    a = refund_too_old_starter()
+    b = refund_too_old_structured(status=Run.Status.RUNNING)
+    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
+    assert "Run B is still running: reload when it has finished" in html
+    assert "Run A is still" not in html
