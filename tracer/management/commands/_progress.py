@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
+from django.urls import reverse
 
 from tracer.models import Experiment, Run
 from tracer.services import experiment_launch
@@ -26,6 +27,10 @@ def validation_message(exc: ValidationError) -> str:
     return "\n".join(exc.messages)
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def launch(*, stdout, wait: bool, timeout: float, **launch_args) -> Experiment:
     """Launch an experiment, say what was queued and, with ``wait``, show progress and the summary table."""
     try:
@@ -34,7 +39,9 @@ def launch(*, stdout, wait: bool, timeout: float, **launch_args) -> Experiment:
         raise CommandError("cannot launch the experiment:\n" + validation_message(exc)) from None
     stdout.write(
         f"experiment {experiment.pk}: {experiment.total_runs} runs queued for the workers "
-        f"({len(experiment.scenarios)} scenarios × {len(experiment.policies)} policies × {experiment.repeats})"
+        f"({_count(len(experiment.scenarios), 'scenario')} × {_count(len(experiment.policies), 'policy', 'policies')} "
+        f"× {_count(experiment.repeats, 'repeat')}): "
+        f"{reverse('tracer:experiment', args=[experiment.pk])}"
     )
     if wait:
         wait_for(experiment, timeout=timeout, stdout=stdout)

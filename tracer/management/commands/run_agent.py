@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
 
 from agents.__main__ import PrintRecorder
 from agents.llm.replay import Cassette
@@ -82,6 +83,6 @@ class Command(BaseCommand):
             raise CommandError("the run was claimed by another process before this one could execute it")
         if opts["record"]:
             self.stdout.write(f"recorded to {opts['record']}")
-        self.stdout.write(f"run {run.pk}: /runs/{run.pk}/")
+        self.stdout.write(f"run {run.pk}: {reverse('tracer:run', args=[run.pk])}")
         if run.stop_reason == Run.StopReason.CRASHED and not run.step_count:
             raise CommandError(f"run {run.pk} crashed before its first step: {run.error.splitlines()[0]}")
