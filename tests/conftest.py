@@ -202,6 +202,8 @@ def _clean_up_the_session(request):
         purge_test_queue()
     except Exception:  # the broker may already be gone at the end of the session
         pass
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        (settings.BROKER_DIR / "control" / f"{settings.CELERY_TASK_DEFAULT_QUEUE}.exchange").unlink(missing_ok=True)
     if not request.session.testsfailed:
         for log in ARTIFACTS.glob(f"worker-{os.getpid()}-*.log"):
             log.unlink(missing_ok=True)
