@@ -123,6 +123,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A run that exceeds the soft limit ends "crashed" with the reason; the hard limit replaces a stuck
+# pool process (its run is then finished as "interrupted" by ``interrupt_stale``).
+CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("RLT_RUN_TIME_LIMIT_S") or 900)
+CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
 
 # Model backends
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")

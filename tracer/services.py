@@ -444,12 +444,29 @@ def run_execute(
     return run
 
 
-def run_interrupt_stale(*, worker: str | None = None, older_than: timedelta | None = None) -> int:
+def _process_alive(worker: str) -> bool:
+    """Whether the process named in ``<name> pid <pid>`` still runs on this machine."""
+    _, _, pid = worker.rpartition(" pid ")
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+def run_interrupt_stale(
+    *, worker: str | None = None, older_than: timedelta | None = None, skip_live_processes: bool = False
+) -> int:
     """Finish runs left ``running`` by a worker that died, with stop reason ``interrupted``.
 
-    ``worker``: runs claimed by that worker name (a restarting worker passes its own name: whatever
-    it was running before cannot still be running). ``older_than``: runs started longer ago than
-    that. At least one must be given. Returns how many runs were interrupted.
+    ``worker``: runs claimed under that worker name (a worker passes its own name when it starts).
+    ``older_than``: runs started longer ago than that. At least one must be given.
+    ``skip_live_processes``: leave runs whose claiming process still runs on this machine (another
+    worker started under the same name). Returns how many runs were interrupted.
     """
     if worker is None and older_than is None:
         raise ValueError("give worker or older_than: which running runs are stale")
@@ -460,6 +477,8 @@ def run_interrupt_stale(*, worker: str | None = None, older_than: timedelta | No
         stale = stale.filter(started_at__lt=timezone.now() - older_than)
     count = 0
     for run in stale.only("pk", "experiment_id", "parent_id", "worker"):
+        if skip_live_processes and _process_alive(run.worker):
+            continue
         who = run.worker or "its worker"
         finished = run_finish(
             run=run,

@@ -22,10 +22,13 @@ def run_execute_task(self, run_id: int) -> None:
 
 @worker_ready.connect
 def _interrupt_runs_of_previous_incarnation(sender=None, **kwargs) -> None:
-    """A worker starting under a name finishes, as interrupted, whatever that name was still running."""
+    """A worker starting under a name finishes, as interrupted, what that name held in processes now gone.
+
+    Runs held by a live process (a second worker started under the same name) are left alone.
+    """
     hostname = getattr(sender, "hostname", None)
     if not hostname:
         return
-    count = services.run_interrupt_stale(worker=f"{hostname} ")
+    count = services.run_interrupt_stale(worker=f"{hostname} ", skip_live_processes=True)
     if count:
         logger.warning("%s: %d run(s) left running by an earlier worker of this name marked interrupted", hostname, count)

@@ -213,3 +213,18 @@ def test_runs_left_running_by_a_dead_worker_are_marked_interrupted(starter):
 def test_interrupting_needs_to_know_which_runs_are_stale():
     with pytest.raises(ValueError, match="worker or older_than"):
         run_interrupt_stale()
+
+
+def test_a_starting_worker_leaves_runs_of_live_processes_under_its_name_alone(starter):
+    import os
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    live = run_create(scenario="lookup-flaky", policy=starter)
+    dead = run_create(scenario="lookup-flaky", policy=starter)
+    run_claim(run_id=live.pk, worker=f"celery@same pid {os.getpid()}")
+    run_claim(run_id=dead.pk, worker=f"celery@same pid {gone.pid}")
+    assert run_interrupt_stale(worker="celery@same ", skip_live_processes=True) == 1
+    assert Run.objects.get(pk=live.pk).status == Run.Status.RUNNING
+    assert Run.objects.get(pk=dead.pk).stop_reason == Run.StopReason.INTERRUPTED
