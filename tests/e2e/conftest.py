@@ -81,6 +81,8 @@ def signed_in(page: Page, live_server, user) -> Page:
 
 
 def save_screenshot(page: Page, name: str) -> None:
-    """A README screenshot, made by the browser tests."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    """A README screenshot, made by the browser tests: into test-artifacts/ on every run, and into
+    docs/screenshots/ only when RLT_UPDATE_SCREENSHOTS=1, so a test run leaves the work tree clean."""
+    folder = SCREENSHOTS if os.environ.get("RLT_UPDATE_SCREENSHOTS") == "1" else ARTIFACTS / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / name), full_page=True)

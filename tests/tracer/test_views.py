@@ -122,11 +122,18 @@ def test_the_run_page_shows_every_attempt_the_banner_and_the_transcript_toggle(a
     html = admin_client.get(reverse("tracer:run", args=[run.pk])).content.decode()
     assert html.count('class="attempt fail"') == 3
     assert "is_error" in html
-    assert "business · not retryable" in html
+    assert "not retryable" in html
     assert "Stopped: final_answer" in html or "Stopped: Final Answer" in html
     assert "generic error" in html
     assert '<details id="run-transcript" class="transcript"' in html and "Please refund order 0871" in html
     assert ">simulated<" in html
+
+
+def test_the_run_page_shows_each_attempt_as_the_starter_harness_saw_it(admin_client):
+    run = refund_too_old_starter()
+    html = admin_client.get(reverse("tracer:run", args=[run.pk])).content.decode()
+    assert html.count('<span class="badge outcome">bare &quot;Error&quot;</span>') == 3
+    assert "tool knew:" in html
 
 
 def test_the_run_page_links_other_policies_with_compare(admin_client):

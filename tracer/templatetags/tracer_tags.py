@@ -23,9 +23,14 @@ def as_json(value: Any) -> str:
 
 
 @register.filter
-def outcome(attempt: dict) -> str:
-    """An attempt's outcome as the tool reported it: ok, empty result, or category · retryable."""
-    return attempt_outcome(attempt).label
+def outcome(attempt: dict, policy_settings: dict | None = None) -> str:
+    """An attempt's outcome as the harness saw it under the run's policy: ok, empty result, bare
+    "Error", the message, or category · retryable."""
+    settings = policy_settings or {}
+    error_format = settings.get("error_format", "")
+    label = attempt_outcome(attempt, error_format=error_format, empty_is_error=bool(settings.get("empty_is_error"))).label
+    # The message format's label repeats the message, which the row shows beside it.
+    return "error" if error_format == "message" and label.startswith("error: ") else label
 
 
 @register.simple_tag
