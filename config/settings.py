@@ -123,10 +123,13 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# A run that exceeds the soft limit ends "crashed" with the reason; the hard limit replaces a stuck
-# pool process (its run is then finished as "interrupted" by ``interrupt_stale``).
-CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("RLT_RUN_TIME_LIMIT_S") or 900)
-CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
+# A run is stopped after RLT_RUN_TIME_LIMIT_S: the recorder checks after each step and the run ends
+# "crashed" with the reason. Celery's limits, a little later, catch a model call that never returns
+# (the soft one also ends the run "crashed"; the hard one replaces the pool process). The sender's
+# values travel with each task message.
+RLT_RUN_TIME_LIMIT_S = int(os.environ.get("RLT_RUN_TIME_LIMIT_S") or 900)
+CELERY_TASK_SOFT_TIME_LIMIT = RLT_RUN_TIME_LIMIT_S + 30
+CELERY_TASK_TIME_LIMIT = RLT_RUN_TIME_LIMIT_S + 90
 
 # Model backends
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")

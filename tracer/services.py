@@ -322,6 +322,10 @@ def run_finish(*, run: Run, end: RunEnd) -> bool:
     return bool(updated)
 
 
+class RunTimeLimitExceeded(RuntimeError):
+    """Raised into the agent loop after a step when the run has used up ``RLT_RUN_TIME_LIMIT_S``."""
+
+
 class DbRecorder:
     """The agents ``Recorder`` that writes a run to the database as it happens.
 
@@ -329,12 +333,14 @@ class DbRecorder:
     Sub-agents get child runs (``parent`` set, no experiment: an experiment counts top-level runs).
     """
 
-    def __init__(self, run: Run, *, worker: str = "", observer=None) -> None:
+    def __init__(self, run: Run, *, worker: str = "", observer=None, deadline: float | None = None) -> None:
         self.run = run
         self.worker = worker
         self.observer = observer
         self.finished = False
         self.step_delay_s = settings.RLT_STEP_DELAY_S
+        # monotonic time after which the run is stopped; sub-agents share their parent's
+        self.deadline = deadline if deadline is not None else time.monotonic() + settings.RLT_RUN_TIME_LIMIT_S
 
     def run_started(self, start: RunStart) -> None:
         run_start(run=self.run, start=start, worker=self.worker)
@@ -347,6 +353,10 @@ class DbRecorder:
             self.observer.step_recorded(step)
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
+        if time.monotonic() > self.deadline:
+            raise RunTimeLimitExceeded(
+                f"the run went on for more than {settings.RLT_RUN_TIME_LIMIT_S} s (RLT_RUN_TIME_LIMIT_S) and was stopped"
+            )
 
     def run_finished(self, end: RunEnd) -> None:
         run_finish(run=self.run, end=end)
@@ -370,7 +380,7 @@ class DbRecorder:
             worker=self.worker,
         )
         child_observer = self.observer.child(label=label) if self.observer is not None else None
-        return DbRecorder(child_run, worker=self.worker, observer=child_observer)
+        return DbRecorder(child_run, worker=self.worker, observer=child_observer, deadline=self.deadline)
 
 
 # --- executing -------------------------------------------------------------------------------

@@ -163,3 +163,13 @@ def test_a_run_the_agent_core_cannot_start_ends_crashed_with_its_reason():
     assert run.stop_reason == Run.StopReason.CRASHED
     assert run.error.startswith("the run could not start: ")
     assert "refund-withdrawn" in run.error
+
+
+def test_a_run_past_its_time_limit_is_stopped_after_the_current_step(settings):
+    settings.RLT_RUN_TIME_LIMIT_S = 0
+    run = queued("stuck-model", "starter")
+    run_execute_task(run.pk)
+    run.refresh_from_db()
+    assert run.stop_reason == Run.StopReason.CRASHED
+    assert "the run went on for more than 0 s (RLT_RUN_TIME_LIMIT_S) and was stopped" in run.error
+    assert run.step_count == run.steps.count() == 1
