@@ -146,6 +146,10 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
         if base_name not in PRESETS:
             raise PolicyError({"base": f"unknown preset {base_name!r}; expected one of {', '.join(PRESETS)}"})
         merged = PRESETS[base_name].settings()
+        if not data.get("description"):
+            # The preset's own description would no longer be true of the variant: say what changed.
+            changed = [f"{k}={v!r}" for k, v in data.items() if k != "name" and merged.get(k) != v]
+            data["description"] = f"{base_name}" + (f" with {', '.join(changed)}" if changed else "")
     merged.update(data)
     try:
         return Policy(**merged)

@@ -1,0 +1,60 @@
+import random
+
+import pytest
+
+from agents.policies import PRESETS, PolicyError, get_policy, policy_from_dict
+
+
+def test_the_presets_are_the_lessons_harnesses():
+    assert PRESETS["fragile"].error_format == "raise"
+    starter = PRESETS["starter"]
+    assert (starter.error_format, starter.retry_on, starter.max_attempts, starter.empty_is_error) == ("bare", "all", 3, True)
+    structured = PRESETS["structured"]
+    assert (structured.error_format, structured.retry_on, structured.consecutive_error_limit) == ("structured", "transient", 3)
+    assert structured.stop_on_fatal and structured.backoff_jitter > 0
+
+
+def test_a_variant_names_every_invalid_field_and_what_is_expected():
+    with pytest.raises(PolicyError) as caught:
+        policy_from_dict({"base": "structured", "name": "Bad Name", "max_attempts": 0, "retry_on": "sometimes",
+                          "colour": "blue"})
+    errors = caught.value.errors
+    assert set(errors) == {"name", "max_attempts", "retry_on", "colour"}
+    assert "greater than or equal to 1" in errors["max_attempts"]
+    assert "'all', 'transient' or 'none'" in errors["retry_on"]
+    assert "unknown setting" in errors["colour"]
+
+
+def test_an_unknown_base_preset_is_refused_naming_the_presets():
+    with pytest.raises(PolicyError, match="fragile, starter, message, structured"):
+        policy_from_dict({"base": "sturdy", "name": "x"})
+
+
+def test_a_variant_describes_what_it_changed_instead_of_keeping_the_presets_description():
+    variant = policy_from_dict({"base": "structured", "name": "no-guard", "consecutive_error_limit": 0})
+    assert variant.consecutive_error_limit is None
+    assert variant.description == "structured with consecutive_error_limit=0"
+    named = policy_from_dict({"base": "structured", "name": "mine", "description": "my own words"})
+    assert named.description == "my own words"
+
+
+def test_backoff_doubles_stays_under_its_bound_and_jitters_the_same_way_for_the_same_seed():
+    policy = policy_from_dict({"base": "structured", "name": "b", "backoff_jitter": 0, "backoff_max_s": 0.5})
+    delays = [policy.backoff(attempt=n, rng=random.Random(1)) for n in (1, 2, 3, 4)]
+    assert delays == [0.2, 0.4, 0.5, 0.5]
+    jittered = PRESETS["structured"]
+    first = [jittered.backoff(attempt=1, rng=random.Random(7)) for _ in range(2)]
+    assert first[0] == first[1] and 0.2 <= first[0] <= 0.3
+
+
+def test_only_the_retry_rule_decides_which_failures_are_retried():
+    structured, starter = PRESETS["structured"], PRESETS["starter"]
+    assert structured.should_retry(category="transient", retryable=True, attempt=1)
+    assert not structured.should_retry(category="business", retryable=False, attempt=1)
+    assert not structured.should_retry(category="transient", retryable=True, attempt=3)
+    assert starter.should_retry(category="business", retryable=False, attempt=2)
+
+
+def test_an_unknown_policy_name_lists_the_presets():
+    with pytest.raises(PolicyError, match="unknown policy 'strict'"):
+        get_policy("strict")
