@@ -52,10 +52,10 @@ def test_runs_of_one_scenario_and_policy_come_from_an_index_in_order():
 def test_the_policy_matrix_reads_only_a_covering_index():
     guard_stop()
     found = captured_plan(selectors.policy_matrix, "GROUP BY")
-    assert "COVERING INDEX run_status_matrix_idx" in found
+    assert "COVERING INDEX run_matrix_cover_idx" in found
 
 
 def test_the_stop_queue_finds_other_policies_runs_in_a_covering_index():
     run = guard_stop()
     found = captured_plan(lambda: selectors.stop_cases(runs=[run]), 'MAX("tracer_run"."id")')
-    assert "COVERING INDEX run_status_matrix_idx" in found
+    assert "COVERING INDEX run_matrix_cover_idx" in found
