@@ -111,7 +111,7 @@ def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(t
     restarted = WorkerProcess(concurrency=1, name=worker.name)
     try:
         restarted.wait_ready()
-        wait_until(lambda: Run.objects.filter(pk=run.pk, status=Run.Status.FINISHED).exists(), timeout=30,
+        wait_until(lambda: Run.objects.filter(pk=run.pk, status=Run.Status.FINISHED).exists(), timeout=90,
                    what="the run to be interrupted", worker=restarted)
     finally:
         restarted.stop()
