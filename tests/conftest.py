@@ -124,7 +124,8 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """SIGKILL the worker and its pool processes: nothing gets to finish or clean up."""
-        for pid in [*_children_of(self.proc.pid), self.proc.pid]:
+        # The main process first, so it cannot fork a replacement for a pool process killed before it.
+        for pid in [self.proc.pid, *_children_of(self.proc.pid)]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

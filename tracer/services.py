@@ -464,8 +464,20 @@ def _process_alive(worker: str) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # it exists, under another user
-        return True
-    return True
+        pass
+    return not _is_zombie(int(pid))
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed process its parent has not reaped yet still answers signal 0, but runs nothing.
+
+    Pool processes of a killed worker are handed to init, which may reap them late.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def run_interrupt_stale(

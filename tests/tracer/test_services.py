@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from datetime import timedelta
 from unittest import mock
 
@@ -228,3 +231,21 @@ def test_a_starting_worker_leaves_runs_of_live_processes_under_its_name_alone(st
     assert run_interrupt_stale(worker="celery@same ", skip_live_processes=True) == 1
     assert Run.objects.get(pk=live.pk).status == Run.Status.RUNNING
     assert Run.objects.get(pk=dead.pk).stop_reason == Run.StopReason.INTERRUPTED
+
+
+def test_a_killed_process_its_parent_has_not_reaped_counts_as_dead_when_interrupting_runs():
+    """A killed worker's pool process can linger as a zombie (init reaps it late): it runs nothing."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 10
+        while not services._is_zombie(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert services._is_zombie(child.pid)  # exited, not reaped: it still answers signal 0
+        assert not services._process_alive(f"worker@host pid {child.pid}")
+    finally:
+        child.wait()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as running:
+        try:
+            assert services._process_alive(f"worker@host pid {running.pid}")
+        finally:
+            running.kill()
