@@ -17,14 +17,32 @@ from .scenarios import SCENARIOS, Scenario, get_scenario, scenario_names
 from .trace import format_end, format_step
 
 __all__ = [
-    "MODEL_BACKENDS", "PRESETS", "SCENARIOS", "Policy", "PolicyError", "RunResult", "Scenario", "format_end",
-    "format_step", "get_policy", "policy_from_dict", "run_scenario", "scenario_names",
+    "MODEL_BACKENDS",
+    "PRESETS",
+    "SCENARIOS",
+    "Policy",
+    "PolicyError",
+    "RunResult",
+    "Scenario",
+    "format_end",
+    "format_step",
+    "get_policy",
+    "policy_from_dict",
+    "run_scenario",
+    "scenario_names",
 ]
 
 
-def run_scenario(scenario: str, policy: Policy | str | dict[str, Any], *, model: str | ModelBackend = "simulated",
-                 recorder: Recorder | None = None, cassette: str | Path | None = None,
-                 record_to: str | Path | None = None, seed: int = 0) -> RunResult:
+def run_scenario(
+    scenario: str,
+    policy: Policy | str | dict[str, Any],
+    *,
+    model: str | ModelBackend = "simulated",
+    recorder: Recorder | None = None,
+    cassette: str | Path | None = None,
+    record_to: str | Path | None = None,
+    seed: int = 0,
+) -> RunResult:
     """Run ``scenario`` under ``policy`` with the ``model`` backend, reporting to ``recorder`` as it goes.
 
     Raises ``ValueError`` (``PolicyError`` for a policy) for an unknown scenario, policy or model, or an
@@ -32,8 +50,7 @@ def run_scenario(scenario: str, policy: Policy | str | dict[str, Any], *, model:
     """
     found = get_scenario(scenario)
     chosen = policy if isinstance(policy, Policy) else get_policy(policy)
-    backend = model if isinstance(model, ModelBackend) else make_backend(model, cassette=cassette,
-                                                                          record_to=record_to)
+    backend = model if isinstance(model, ModelBackend) else make_backend(model, cassette=cassette, record_to=record_to)
     recorder = recorder if recorder is not None else ListRecorder()
     session = Session(backend=backend, policy=chosen, recorder=recorder, seed=seed)
     built = found.build(session)

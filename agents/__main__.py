@@ -39,7 +39,7 @@ class PrintRecorder:
     def run_finished(self, end: RunEnd) -> None:
         self._print(format_end(end))
 
-    def child(self, *, label: str) -> "PrintRecorder":
+    def child(self, *, label: str) -> PrintRecorder:
         self._print(f"  [{label}]")
         return PrintRecorder(self.out, self.indent + "    ")
 
@@ -50,7 +50,9 @@ def _policy_arg(value: str) -> Any:
         try:
             return json.loads(value)
         except json.JSONDecodeError as exc:
-            raise PolicyError({"policy": f"not valid JSON ({exc.msg}); expected a preset name or a JSON object"})
+            raise PolicyError(
+                {"policy": f"not valid JSON ({exc.msg}); expected a preset name or a JSON object"}
+            ) from None
     return value
 
 
@@ -59,8 +61,11 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario under one policy and print its trace")
     run.add_argument("--scenario", required=True, help="a scenario name (see: python -m agents list)")
-    run.add_argument("--policy", required=True,
-                     help=f"a preset ({', '.join(PRESETS)}) or a JSON object of settings with an optional base")
+    run.add_argument(
+        "--policy",
+        required=True,
+        help=f"a preset ({', '.join(PRESETS)}) or a JSON object of settings with an optional base",
+    )
     run.add_argument("--model", default="simulated", help=f"model backend: {', '.join(MODEL_BACKENDS)}")
     run.add_argument("--cassette", help="a recorded cassette to replay (with --model replay)")
     run.add_argument("--record", help="write this run's model requests and responses to a cassette file")

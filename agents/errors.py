@@ -21,6 +21,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "fatal": ("fatal",),
 }
 
+
 class ToolFailure(Exception):
     """A failure a tool reports on purpose: a category and a message the model (and a person) can read.
 

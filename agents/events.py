@@ -18,6 +18,7 @@ def _known_fields(cls: type[T], data: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     return {k: v for k, v in data.items() if k in names}
 
+
 # Stop reasons (DESIGN.md vocabulary). ``interrupted`` is set by the tracer, not the loop.
 FINAL_ANSWER = "final_answer"
 CONSECUTIVE_ERRORS = "consecutive_errors"
@@ -53,7 +54,7 @@ class Attempt:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Attempt":
+    def from_dict(cls, data: dict[str, Any]) -> Attempt:
         return cls(**_known_fields(cls, data))
 
 
@@ -83,7 +84,7 @@ class StepEvent:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StepEvent":
+    def from_dict(cls, data: dict[str, Any]) -> StepEvent:
         values = _known_fields(cls, data)
         values["attempts"] = [Attempt.from_dict(a) for a in data.get("attempts") or []]
         return cls(**values)
@@ -104,7 +105,7 @@ class RunStart:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunStart":
+    def from_dict(cls, data: dict[str, Any]) -> RunStart:
         return cls(**_known_fields(cls, data))
 
 
@@ -127,7 +128,7 @@ class RunEnd:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunEnd":
+    def from_dict(cls, data: dict[str, Any]) -> RunEnd:
         values = _known_fields(cls, data)
         if isinstance(values.get("verdict"), dict):
             values["verdict"] = Verdict(**_known_fields(Verdict, values["verdict"]))
@@ -141,7 +142,7 @@ class Recorder(Protocol):
 
     def run_finished(self, end: RunEnd) -> None: ...
 
-    def child(self, *, label: str) -> "Recorder":
+    def child(self, *, label: str) -> Recorder:
         """A recorder for a sub-agent's run (the coordinator's children)."""
         ...
 
@@ -165,7 +166,7 @@ class ListRecorder:
     def run_finished(self, end: RunEnd) -> None:
         self.end = end
 
-    def child(self, *, label: str) -> "ListRecorder":
+    def child(self, *, label: str) -> ListRecorder:
         rec = ListRecorder(label)
         self.children.append(rec)
         return rec

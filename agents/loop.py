@@ -11,12 +11,26 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .errors import error_json
-from .events import (CONSECUTIVE_ERRORS, CRASHED, FATAL_ERROR, FINAL, FINAL_ANSWER, MAX_STEPS, TOOL_USE, Attempt,
-                     Recorder, RunEnd, RunStart, StepEvent, Verdict)
+from .events import (
+    CONSECUTIVE_ERRORS,
+    CRASHED,
+    FATAL_ERROR,
+    FINAL,
+    FINAL_ANSWER,
+    MAX_STEPS,
+    TOOL_USE,
+    Attempt,
+    Recorder,
+    RunEnd,
+    RunStart,
+    StepEvent,
+    Verdict,
+)
 from .llm import ModelBackend, ModelClient, ModelError
 from .llm.replay import ReplayMismatch
 from .llm.simulated import Persona
@@ -66,7 +80,7 @@ class RunResult:
     start: RunStart
     steps: list[StepEvent]
     end: RunEnd
-    children: list["RunResult"] = field(default_factory=list)
+    children: list[RunResult] = field(default_factory=list)
     label: str = ""
 
 
@@ -115,8 +129,9 @@ def format_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str)
 
 
 class _Run:
-    def __init__(self, spec: AgentSpec, policy: Policy, session: Session, recorder: Recorder,
-                 client: ModelClient) -> None:
+    def __init__(
+        self, spec: AgentSpec, policy: Policy, session: Session, recorder: Recorder, client: ModelClient
+    ) -> None:
         self.spec = spec
         self.policy = policy
         self.session = session
@@ -131,8 +146,13 @@ class _Run:
         self.recorder.step_recorded(step)
 
     def request(self) -> dict[str, Any]:
-        return {"model": self.session.backend.model, "max_tokens": MAX_TOKENS, "system": self.spec.system,
-                "tools": self.tools, "messages": self.messages}
+        return {
+            "model": self.session.backend.model,
+            "max_tokens": MAX_TOKENS,
+            "system": self.spec.system,
+            "tools": self.tools,
+            "messages": self.messages,
+        }
 
     def drive(self) -> RunEnd:
         policy = self.policy
@@ -146,8 +166,15 @@ class _Run:
             text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text") or None
             uses = [b for b in content if b.get("type") == "tool_use"]
             if not uses:
-                self.record(StepEvent(index=len(self.steps) + 1, kind=FINAL, text=text or "",
-                                      input_tokens=tokens[0], output_tokens=tokens[1]))
+                self.record(
+                    StepEvent(
+                        index=len(self.steps) + 1,
+                        kind=FINAL,
+                        text=text or "",
+                        input_tokens=tokens[0],
+                        output_tokens=tokens[1],
+                    )
+                )
                 return RunEnd(FINAL_ANSWER, final_answer=text or "")
             results = []
             for k, use in enumerate(uses):
@@ -158,10 +185,18 @@ class _Run:
                 step = self.tool_step(use, text if k == 0 else None, tokens if k == 0 else (0, 0))
                 last = step.attempts[-1]
                 if last.category == "fatal" and policy.stop_on_fatal:
-                    return RunEnd(FATAL_ERROR, error=f"{use.get('name')} reported a fatal error, so the run stopped: "
-                                                     f"{last.message}")
-                results.append({"type": "tool_result", "tool_use_id": use.get("id"),
-                                "content": as_text(step.result_content), "is_error": step.is_error})
+                    return RunEnd(
+                        FATAL_ERROR,
+                        error=f"{use.get('name')} reported a fatal error, so the run stopped: {last.message}",
+                    )
+                results.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": use.get("id"),
+                        "content": as_text(step.result_content),
+                        "is_error": step.is_error,
+                    }
+                )
                 consecutive = consecutive + 1 if step.is_error else 0
                 if policy.consecutive_error_limit and consecutive >= policy.consecutive_error_limit:
                     return RunEnd(CONSECUTIVE_ERRORS, guard=f"{policy.consecutive_error_limit} tool errors in a row")
@@ -170,9 +205,16 @@ class _Run:
     def tool_step(self, use: dict[str, Any], text: str | None, tokens: tuple[int, int]) -> StepEvent:
         policy, name = self.policy, str(use.get("name"))
         raw_input = use.get("input")
-        step = StepEvent(index=len(self.steps) + 1, kind=TOOL_USE, tool_name=name, tool_use_id=use.get("id"),
-                         input=raw_input if isinstance(raw_input, dict) else {"input": raw_input}, text=text,
-                         input_tokens=tokens[0], output_tokens=tokens[1])
+        step = StepEvent(
+            index=len(self.steps) + 1,
+            kind=TOOL_USE,
+            tool_name=name,
+            tool_use_id=use.get("id"),
+            input=raw_input if isinstance(raw_input, dict) else {"input": raw_input},
+            text=text,
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+        )
         backoff = 0.0
         while True:
             began = time.perf_counter()
@@ -180,17 +222,28 @@ class _Run:
             latency_ms = (time.perf_counter() - began) * 1000
             number = len(step.attempts) + 1
             result, is_error = format_result(policy, outcome, attempts=number, tool=name)
-            step.attempts.append(Attempt(number=number, ok=outcome.ok, content=outcome.content,
-                                         category=outcome.category, retryable=outcome.retryable,
-                                         message=outcome.message, backoff_s=backoff, latency_ms=round(latency_ms, 3),
-                                         empty=outcome.empty, result_content=result))
+            step.attempts.append(
+                Attempt(
+                    number=number,
+                    ok=outcome.ok,
+                    content=outcome.content,
+                    category=outcome.category,
+                    retryable=outcome.retryable,
+                    message=outcome.message,
+                    backoff_s=backoff,
+                    latency_ms=round(latency_ms, 3),
+                    empty=outcome.empty,
+                    result_content=result,
+                )
+            )
             if not is_error or (outcome.category == "fatal" and policy.stop_on_fatal):
                 break
             if policy.error_format == "raise":
                 self.finish_step(step, None, True)
                 raise outcome.exception or LookupError(f"{name} found nothing")
-            if not policy.should_retry(category=outcome.category or "empty", retryable=bool(outcome.retryable),
-                                       attempt=number):
+            if not policy.should_retry(
+                category=outcome.category or "empty", retryable=bool(outcome.retryable), attempt=number
+            ):
                 break
             backoff = policy.backoff(attempt=number, rng=self.session.rng)
             self.session.clock.sleep(backoff)
@@ -208,17 +261,31 @@ class _Run:
         self.record(step)
 
 
-def run_agent(spec: AgentSpec, *, policy: Policy, session: Session, recorder: Recorder,
-              judge: Callable[[RunResult], Verdict] | None = None, nested: bool = False) -> RunResult:
+def run_agent(
+    spec: AgentSpec,
+    *,
+    policy: Policy,
+    session: Session,
+    recorder: Recorder,
+    judge: Callable[[RunResult], Verdict] | None = None,
+    nested: bool = False,
+) -> RunResult:
     """Run one agent to its end. Never raises for what happens inside the run: a crash is a stop reason.
 
     A sub-agent (``nested``) whose model cannot be reached, or whose replay no longer matches, ends
     crashed and then raises ``RunAborted`` so that its parent run stops with it.
     """
     backend = session.backend
-    start = RunStart(scenario=spec.scenario, policy_name=policy.name, policy_settings=policy.settings(),
-                     model_backend=backend.kind, model_name=backend.model, task=spec.task, system=spec.system,
-                     tools=spec.toolbox.schemas())
+    start = RunStart(
+        scenario=spec.scenario,
+        policy_name=policy.name,
+        policy_settings=policy.settings(),
+        model_backend=backend.kind,
+        model_name=backend.model,
+        task=spec.task,
+        system=spec.system,
+        tools=spec.toolbox.schemas(),
+    )
     recorder.run_started(start)
     run = _Run(spec, policy, session, recorder, backend.client_for(spec.persona))
     children_before = len(session.children)

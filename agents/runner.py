@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -48,8 +49,9 @@ def validation_message(exc: ValidationError) -> str:
 def failed(category: str, message: str, exception: BaseException, *, retryable: bool | None = None) -> Outcome:
     if retryable is None:
         retryable = category == "transient"
-    return Outcome(ok=False, content=message, category=category, retryable=retryable, message=message,
-                   exception=exception)
+    return Outcome(
+        ok=False, content=message, category=category, retryable=retryable, message=message, exception=exception
+    )
 
 
 def run_tool(model_cls: type[BaseModel], fn: Callable[..., Any], raw_input: Any) -> Outcome:

@@ -6,6 +6,7 @@ name (see config/settings.py), so a worker started here takes only this session'
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -33,7 +34,9 @@ def ok_attempt(number: int, content="ok", *, empty: bool = False) -> Attempt:
     return Attempt(number=number, ok=True, content=content, empty=empty)
 
 
-def tool_step(index: int, attempts: list[Attempt], *, tool: str = "process_refund", input=None, tokens=(10, 5)) -> StepEvent:
+def tool_step(
+    index: int, attempts: list[Attempt], *, tool: str = "process_refund", input=None, tokens=(10, 5)
+) -> StepEvent:
     last = attempts[-1]
     return StepEvent(
         index=index,
@@ -94,13 +97,25 @@ class WorkerProcess:
             "DJANGO_SETTINGS_MODULE": "config.settings",
         }
         env.pop("RLT_TEST_DB_FILE", None)
-        self._log = open(self.log_path, "w")
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "config", "worker",
-                "--pool=prefork", f"--concurrency={concurrency}", "-n", f"{self.name}@%h",
-                "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
-                "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO",
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool=prefork",
+                f"--concurrency={concurrency}",
+                "-n",
+                f"{self.name}@%h",
+                "-Q",
+                settings.CELERY_TASK_DEFAULT_QUEUE,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
             ],
             cwd=BASE_DIR,
             env=env,
@@ -126,10 +141,8 @@ class WorkerProcess:
         """SIGKILL the worker and its pool processes: nothing gets to finish or clean up."""
         # The main process first, so it cannot fork a replacement for a pool process killed before it.
         for pid in [self.proc.pid, *_children_of(self.proc.pid)]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.proc.wait()
 
     def stop(self) -> None:
@@ -199,10 +212,8 @@ def _preset_policies_after_flush(request):
 def _clean_up_the_session(request):
     """At the end: empty this session's queue; keep the worker logs only if a test failed."""
     yield
-    try:
+    with contextlib.suppress(Exception):  # the broker may already be gone at the end of the session
         purge_test_queue()
-    except Exception:  # the broker may already be gone at the end of the session
-        pass
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         (settings.BROKER_DIR / "control" / f"{settings.CELERY_TASK_DEFAULT_QUEUE}.exchange").unlink(missing_ok=True)
     if not request.session.testsfailed:

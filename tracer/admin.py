@@ -29,8 +29,17 @@ class StepInline(admin.TabularInline):
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = (
-        "id", "scenario", "policy_name", "model_backend", "status", "stop_reason", "verdict",
-        "step_count", "error_count", "retry_count", "created_at",
+        "id",
+        "scenario",
+        "policy_name",
+        "model_backend",
+        "status",
+        "stop_reason",
+        "verdict",
+        "step_count",
+        "error_count",
+        "retry_count",
+        "created_at",
     )
     list_filter = ("status", "stop_reason", "verdict", "model_backend", "policy_name", "source")
     search_fields = ("scenario", "search_text")

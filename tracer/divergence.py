@@ -174,7 +174,7 @@ def _attempt_rows(row: StepRow, left_format: Mapping[str, Any], right_format: Ma
 
 def _next_step(rows: list[StepRow], index: int, side: str) -> Mapping[str, Any] | None:
     """The step after row ``index`` on one side ("A" or "B")."""
-    later = (row.left if side == "A" else row.right for row in rows[index + 1:])
+    later = (row.left if side == "A" else row.right for row in rows[index + 1 :])
     return next((step for step in later if step is not None), None)
 
 

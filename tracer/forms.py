@@ -80,10 +80,14 @@ class PolicyVariantForm(forms.Form):
     name = forms.CharField(max_length=40)
     base = forms.ChoiceField(choices=[(n, n) for n in PRESETS], initial="structured", label="base preset")
     description = forms.CharField(required=False, max_length=500)
-    error_format = forms.ChoiceField(required=False, label="error format", choices=INHERIT + [
-        (v, v) for v in ("raise", "bare", "message", "structured")])
-    retry_on = forms.ChoiceField(required=False, label="retry", choices=INHERIT + [
-        (v, v) for v in ("all", "transient", "none")])
+    error_format = forms.ChoiceField(
+        required=False,
+        label="error format",
+        choices=INHERIT + [(v, v) for v in ("raise", "bare", "message", "structured")],
+    )
+    retry_on = forms.ChoiceField(
+        required=False, label="retry", choices=INHERIT + [(v, v) for v in ("all", "transient", "none")]
+    )
     max_attempts = forms.IntegerField(required=False, label="max attempts")
     backoff_base_s = forms.FloatField(required=False, label="backoff base (s)")
     backoff_max_s = forms.FloatField(required=False, label="backoff max (s)")

@@ -120,13 +120,26 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["-created_at", "-id"], name="run_created_idx"),
             models.Index(fields=["parent", "-created_at", "-id"], name="run_top_created_idx"),
-            models.Index(fields=["scenario", "policy_name", "parent", "-created_at", "-id"],
-                         name="run_scen_pol_created_idx"),
+            models.Index(
+                fields=["scenario", "policy_name", "parent", "-created_at", "-id"], name="run_scen_pol_created_idx"
+            ),
             models.Index(fields=["policy_name"], name="run_policy_idx"),
             # Covers the policy matrix and the stop queue's "latest finished run per scenario × policy"
             # (id included: SQLite's indexes hold it anyway, PostgreSQL's need it to skip the table).
-            models.Index(fields=["status", "scenario", "policy_name", "parent", "verdict", "stop_reason",
-                                 "tool_call_count", "wasted_retry_count", "id"], name="run_matrix_cover_idx"),
+            models.Index(
+                fields=[
+                    "status",
+                    "scenario",
+                    "policy_name",
+                    "parent",
+                    "verdict",
+                    "stop_reason",
+                    "tool_call_count",
+                    "wasted_retry_count",
+                    "id",
+                ],
+                name="run_matrix_cover_idx",
+            ),
             models.Index(fields=["stop_reason"], name="run_stop_reason_idx"),
             models.Index(fields=["verdict"], name="run_verdict_idx"),
             models.Index(fields=["model_backend"], name="run_backend_idx"),

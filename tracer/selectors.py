@@ -199,16 +199,20 @@ def policy_matrix(*, policies: list[str] | None = None, experiment_id: int | Non
     )
     available = sorted({c["policy_name"] for c in cells})
     columns = [p for p in (policies or available) if p in available] or available
-    by_key = {(c["scenario"], c["policy_name"]): MatrixCell(
-        scenario=c["scenario"],
-        policy=c["policy_name"],
-        runs=c["runs"],
-        passes=c["passes"],
-        mean_tool_calls=round(c["mean_tool_calls"] or 0, 1),
-        wasted_retries=c["wasted_retries"] or 0,
-        guard_stops=c["guard_stops"],
-        crashes=c["crashes"],
-    ) for c in cells if c["policy_name"] in columns}
+    by_key = {
+        (c["scenario"], c["policy_name"]): MatrixCell(
+            scenario=c["scenario"],
+            policy=c["policy_name"],
+            runs=c["runs"],
+            passes=c["passes"],
+            mean_tool_calls=round(c["mean_tool_calls"] or 0, 1),
+            wasted_retries=c["wasted_retries"] or 0,
+            guard_stops=c["guard_stops"],
+            crashes=c["crashes"],
+        )
+        for c in cells
+        if c["policy_name"] in columns
+    }
     top_calls = max((c.mean_tool_calls for c in by_key.values()), default=0) or 1
     top_wasted = max((c.wasted_retries for c in by_key.values()), default=0) or 1
     for cell in by_key.values():
@@ -301,8 +305,9 @@ def stop_cases(*, runs: list[Run]) -> list[StopCase]:
         tail[step.run_id].append(step)
     others: dict[str, list[Run]] = defaultdict(list)
     latest_ids = (
-        Run.objects.filter(scenario__in={r.scenario for r in runs if r.scenario}, parent__isnull=True,
-                           status=Run.Status.FINISHED)
+        Run.objects.filter(
+            scenario__in={r.scenario for r in runs if r.scenario}, parent__isnull=True, status=Run.Status.FINISHED
+        )
         .order_by()
         .values("scenario", "policy_name")
         .annotate(latest=Max("id"))

@@ -77,12 +77,16 @@ def model_backend_errors(*, model_backend: Any, allowed: tuple[str, ...]) -> lis
     known = [b for b in _model_backends() if b in allowed] or list(allowed)
     if model_backend not in known:
         if model_backend == "replay" and "replay" in _model_backends():
-            return ["replay needs a recorded cassette for each run; replay one run with "
-                    "`manage.py run_agent --model replay --cassette FILE`"]
+            return [
+                "replay needs a recorded cassette for each run; replay one run with "
+                "`manage.py run_agent --model replay --cassette FILE`"
+            ]
         return [f"unknown model backend {model_backend!r}; expected one of: {', '.join(known)}"]
     if model_backend == "claude" and not settings.ANTHROPIC_API_KEY:
-        return ["the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY in the environment of the "
-                "web process and the workers, or choose simulated"]
+        return [
+            "the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY in the environment of the "
+            "web process and the workers, or choose simulated"
+        ]
     return []
 
 
@@ -131,9 +135,7 @@ def experiment_launch(
     from .tasks import run_execute_task
 
     errors: dict[str, list[str]] = {}
-    clean_scenarios, scenario_errors = _check_names(
-        values=scenarios, known=_scenario_names(), what="scenario"
-    )
+    clean_scenarios, scenario_errors = _check_names(values=scenarios, known=_scenario_names(), what="scenario")
     if scenario_errors:
         errors["scenarios"] = scenario_errors
     known_policies = list(PolicyVariant.objects.values_list("name", flat=True))
@@ -355,7 +357,8 @@ class DbRecorder:
             time.sleep(self.step_delay_s)
         if time.monotonic() > self.deadline:
             raise RunTimeLimitExceeded(
-                f"the run went on for more than {settings.RLT_RUN_TIME_LIMIT_S} s (RLT_RUN_TIME_LIMIT_S) and was stopped"
+                f"the run went on for more than {settings.RLT_RUN_TIME_LIMIT_S} s (RLT_RUN_TIME_LIMIT_S) "
+                "and was stopped"
             )
 
     def run_finished(self, end: RunEnd) -> None:
@@ -364,7 +367,7 @@ class DbRecorder:
         if self.observer is not None:
             self.observer.run_finished(end)
 
-    def child(self, *, label: str) -> "DbRecorder":
+    def child(self, *, label: str) -> DbRecorder:
         parent = self.run
         child_run = Run.objects.create(
             parent=parent,
@@ -419,8 +422,11 @@ def run_execute(
     run = Run.objects.get(pk=run_id)
     recorder = DbRecorder(run, worker=worker, observer=observer)
     if run.model_backend == "claude" and not settings.ANTHROPIC_API_KEY:
-        _crash(recorder, "the claude backend needs ANTHROPIC_API_KEY in the worker's environment; "
-                         "set it and launch the run again, or use the simulated backend")
+        _crash(
+            recorder,
+            "the claude backend needs ANTHROPIC_API_KEY in the worker's environment; "
+            "set it and launch the run again, or use the simulated backend",
+        )
         return run
     if run.model_backend == "replay" and not cassette:
         _crash(recorder, "the replay backend needs a cassette file (run_agent --cassette FILE)")
@@ -448,7 +454,9 @@ def run_execute(
     for child in Run.objects.filter(parent_id=run_id).exclude(status=Run.Status.FINISHED):
         run_finish(
             run=child,
-            end=RunEnd(stop_reason=INTERRUPTED, error="the coordinating run ended before this sub-agent reported its end"),
+            end=RunEnd(
+                stop_reason=INTERRUPTED, error="the coordinating run ended before this sub-agent reported its end"
+            ),
         )
     run.refresh_from_db()
     return run

@@ -31,4 +31,6 @@ def _interrupt_runs_of_previous_incarnation(sender=None, **kwargs) -> None:
         return
     count = services.run_interrupt_stale(worker=f"{hostname} ", skip_live_processes=True)
     if count:
-        logger.warning("%s: %d run(s) left running by an earlier worker of this name marked interrupted", hostname, count)
+        logger.warning(
+            "%s: %d run(s) left running by an earlier worker of this name marked interrupted", hostname, count
+        )

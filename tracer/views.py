@@ -112,8 +112,9 @@ def policy_create(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Policy {variant.name} created.")
             if request.htmx:
-                response = render(request, "tracer/policies.html#policy-form", {"form": PolicyVariantForm(),
-                                                                                 "created": variant})
+                response = render(
+                    request, "tracer/policies.html#policy-form", {"form": PolicyVariantForm(), "created": variant}
+                )
                 return trigger_client_event(response, "policyCreated", {"name": variant.name})
             return redirect("tracer:policies")
     if request.htmx:

@@ -64,8 +64,9 @@ class ModelBackend(ABC):
         transport = self.transport(persona)
         if self.recording is not None:
             transport = RecordingTransport(transport, self.recording)
-        client = anthropic.Anthropic(api_key=self.api_key(), http_client=httpx2.Client(transport=transport),
-                                     max_retries=self.sdk_retries)
+        client = anthropic.Anthropic(
+            api_key=self.api_key(), http_client=httpx2.Client(transport=transport), max_retries=self.sdk_retries
+        )
         return ModelClient(client)
 
     def close(self, **meta: Any) -> None:
@@ -75,8 +76,13 @@ class ModelBackend(ABC):
             self.recording.save(self.record_to)
 
 
-def make_backend(kind: str, *, cassette: str | Path | None = None, record_to: str | Path | None = None,
-                 transport: httpx2.BaseTransport | None = None) -> ModelBackend:
+def make_backend(
+    kind: str,
+    *,
+    cassette: str | Path | None = None,
+    record_to: str | Path | None = None,
+    transport: httpx2.BaseTransport | None = None,
+) -> ModelBackend:
     """Build the backend named ``kind``. ``transport`` replaces the network for the claude backend (tests)."""
     from .claude import ClaudeBackend
     from .simulated import SimulatedBackend

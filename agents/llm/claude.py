@@ -18,13 +18,20 @@ class ClaudeBackend(ModelBackend):
     real_time = True
     sdk_retries = 2
 
-    def __init__(self, *, record_to: str | Path | None = None, transport: httpx2.BaseTransport | None = None,
-                 environ: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        record_to: str | Path | None = None,
+        transport: httpx2.BaseTransport | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
         env = os.environ if environ is None else environ
         self.key = env.get("ANTHROPIC_API_KEY", "").strip()
         if not self.key:
-            raise ValueError("the claude backend needs ANTHROPIC_API_KEY set in the environment "
-                             "(or use --model simulated, which runs offline)")
+            raise ValueError(
+                "the claude backend needs ANTHROPIC_API_KEY set in the environment "
+                "(or use --model simulated, which runs offline)"
+            )
         super().__init__(env.get("ANTHROPIC_MODEL", "").strip() or DEFAULT_MODEL, record_to=record_to)
         self.http = transport or httpx2.HTTPTransport()
         self.label = f"claude ({self.model}, Anthropic API)"

@@ -21,8 +21,15 @@ class ReplayMismatch(ValueError):
 
 
 class Cassette:
-    def __init__(self, *, backend: str, model: str, interactions: list[dict[str, Any]] | None = None,
-                 meta: dict[str, Any] | None = None, source: str = "memory") -> None:
+    def __init__(
+        self,
+        *,
+        backend: str,
+        model: str,
+        interactions: list[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+        source: str = "memory",
+    ) -> None:
         self.backend = backend
         self.model = model
         self.interactions = interactions or []
@@ -30,32 +37,45 @@ class Cassette:
         self.source = source
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": VERSION, "backend": self.backend, "model": self.model,
-                "meta": self.meta, "interactions": self.interactions}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "backend": self.backend,
+            "model": self.model,
+            "meta": self.meta,
+            "interactions": self.interactions,
+        }
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Cassette":
+    def load(cls, path: str | Path) -> Cassette:
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ValueError(f"cassette {path} does not exist; expected a file written with --record") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"cassette {path} is not readable JSON ({exc}); expected a file written with --record") \
-                from None
+            raise ValueError(
+                f"cassette {path} is not readable JSON ({exc}); expected a file written with --record"
+            ) from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"cassette {path} is not a {FORMAT}; expected a file written with --record")
         interactions = data.get("interactions")
         if not isinstance(interactions, list) or not all(
-                isinstance(i, dict) and isinstance(i.get("request"), dict) and isinstance(i.get("response"), dict)
-                for i in interactions):
+            isinstance(i, dict) and isinstance(i.get("request"), dict) and isinstance(i.get("response"), dict)
+            for i in interactions
+        ):
             raise ValueError(f"cassette {path}: interactions must be a list of {{request, response}} objects")
-        return cls(backend=str(data.get("backend", "unknown")), model=str(data.get("model", "")),
-                   interactions=interactions, meta=data.get("meta") or {}, source=str(path))
+        return cls(
+            backend=str(data.get("backend", "unknown")),
+            model=str(data.get("model", "")),
+            interactions=interactions,
+            meta=data.get("meta") or {},
+            source=str(path),
+        )
 
 
 def first_difference(recorded: Any, actual: Any, path: str = "") -> tuple[str, Any, Any] | None:
@@ -70,7 +90,7 @@ def first_difference(recorded: Any, actual: Any, path: str = "") -> tuple[str, A
                 return found
         return None
     if isinstance(recorded, list) and isinstance(actual, list):
-        for i, (r, a) in enumerate(zip(recorded, actual)):
+        for i, (r, a) in enumerate(zip(recorded, actual, strict=False)):
             found = first_difference(r, a, f"{path}[{i}]")
             if found:
                 return found
@@ -97,14 +117,18 @@ class ReplayTransport(httpx2.BaseTransport):
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.read())
         if self.position >= len(self.cassette.interactions):
-            raise ReplayMismatch(f"cassette {self.cassette.source} holds {len(self.cassette.interactions)} responses "
-                                 "and this run asked for one more; record it again for this scenario and policy")
+            raise ReplayMismatch(
+                f"cassette {self.cassette.source} holds {len(self.cassette.interactions)} responses "
+                "and this run asked for one more; record it again for this scenario and policy"
+            )
         recorded = self.cassette.interactions[self.position]
         diff = first_difference(recorded["request"], body)
         if diff:
             where, was, now = diff
-            raise ReplayMismatch(f"request {self.position + 1} differs from the cassette at {where}: "
-                                 f"recorded {_short(was)}, this run sent {_short(now)}")
+            raise ReplayMismatch(
+                f"request {self.position + 1} differs from the cassette at {where}: "
+                f"recorded {_short(was)}, this run sent {_short(now)}"
+            )
         self.position += 1
         return httpx2.Response(recorded.get("status", 200), json=recorded["response"])
 

@@ -80,8 +80,9 @@ def read_result(block: dict[str, Any], call: dict[str, Any]) -> Reading:
         data = json.loads(text)
     except ValueError:
         data = None
-    reading = Reading(call.get("name", ""), call.get("input") or {}, bool(block.get("is_error")), text, data,
-                      message=text)
+    reading = Reading(
+        call.get("name", ""), call.get("input") or {}, bool(block.get("is_error")), text, data, message=text
+    )
     if reading.is_error and isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict):
@@ -177,8 +178,10 @@ def success_reply(r: Reading) -> str:
     if r.name == "lookup" and "value" in d:
         return f"The value for '{d['key']}' is {d['value']}."
     if r.name == "process_refund" and "refund_id" in d:
-        return (f"Done: order {d['order_id']} is refunded and {d['amount']} goes back to your original payment "
-                f"method (refund {d['refund_id']}).")
+        return (
+            f"Done: order {d['order_id']} is refunded and {d['amount']} goes back to your original payment "
+            f"method (refund {d['refund_id']})."
+        )
     if r.name == "lookup_order" and "status" in d:
         return f"Order {d['order_id']} found: {d['item']}, {d['status']}."
     if r.name == "callback_check":
@@ -189,8 +192,10 @@ def success_reply(r: Reading) -> str:
 def failure_reply(r: Reading, tools: list[str]) -> str:
     what, _, advice = r.message.partition("; ")
     if r.gives_no_reason:
-        return (f"I wasn't able to {action(r)} because the system returned a generic error without saying why. "
-                "Please contact us again to retry, or double-check the details if they don't look right.")
+        return (
+            f"I wasn't able to {action(r)} because the system returned a generic error without saying why. "
+            "Please contact us again to retry, or double-check the details if they don't look right."
+        )
     if r.category == "permission":
         reply = f"I can't {action(r)}: {lower_first(what.rstrip('.'))}"
         reply = full_stop(f"{reply}, so {to_user(advice)}" if advice else reply)
@@ -221,7 +226,7 @@ def coordinator_reply(readings: list[Reading]) -> str:
         m = STILL_FAILING.search(r.message)
         if m:
             attempts = int(m.group("n"))
-            timed_out = " timed out" in r.message[m.start():]
+            timed_out = " timed out" in r.message[m.start() :]
             failed.append(f"{m.group('what')}, {'timed out' if timed_out else 'failed'} {times(attempts)}")
             tried.append(f"retried {times(attempts - 1)}, locally" if attempts > 1 else "not retried")
         else:
@@ -231,10 +236,17 @@ def coordinator_reply(readings: list[Reading]) -> str:
     partial = f"orders {join_and(found)} found" if found else "nothing found"
     if missing:
         partial += f", {join_and(missing)} not checked"
-    next_step = ("the customer can wait for a call back or ask again" if call_back
-                 else "the customer can ask again later")
-    return "\n".join([f"failed:  {'; '.join(failed)}", f"tried:   {'; '.join(tried)}", f"partial: {partial}",
-                      f"next:    {next_step}"])
+    next_step = (
+        "the customer can wait for a call back or ask again" if call_back else "the customer can ask again later"
+    )
+    return "\n".join(
+        [
+            f"failed:  {'; '.join(failed)}",
+            f"tried:   {'; '.join(tried)}",
+            f"partial: {partial}",
+            f"next:    {next_step}",
+        ]
+    )
 
 
 class SimulatedModel:
@@ -262,12 +274,20 @@ class SimulatedModel:
     def next_move(self, body: dict[str, Any], turn: int) -> list[dict[str, Any]]:
         messages = body.get("messages") or []
         last = messages[-1].get("content") if messages else None
-        results = [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"] \
-            if isinstance(last, list) else []
+        results = (
+            [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if isinstance(last, list)
+            else []
+        )
         if not results:
             return [self._use(name, args, turn, k) for k, (name, args) in enumerate(self.persona.opening)]
-        calls = {b["id"]: b for m in messages if m.get("role") == "assistant" and isinstance(m.get("content"), list)
-                 for b in m["content"] if b.get("type") == "tool_use"}
+        calls = {
+            b["id"]: b
+            for m in messages
+            if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_use"
+        }
         readings = [read_result(b, calls.get(b.get("tool_use_id"), {})) for b in results]
         if self.persona.coordinator:
             return [_text(coordinator_reply(readings))]
@@ -301,8 +321,13 @@ class SimulatedTransport(httpx2.BaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         if not request.url.path.endswith("/v1/messages"):
-            return httpx2.Response(404, json={"type": "error", "error": {"type": "not_found_error",
-                                                                         "message": "only /v1/messages is simulated"}})
+            return httpx2.Response(
+                404,
+                json={
+                    "type": "error",
+                    "error": {"type": "not_found_error", "message": "only /v1/messages is simulated"},
+                },
+            )
         return httpx2.Response(200, json=self.model.respond(json.loads(request.read())))
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -20,8 +21,11 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """The Messages API tool definition, its input schema taken from the Pydantic model."""
-        return {"name": self.name, "description": self.description,
-                "input_schema": self.input_model.model_json_schema()}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_model.model_json_schema(),
+        }
 
 
 class Toolbox:

@@ -26,5 +26,11 @@ def convert_currency(amount: float, from_currency: str, to_currency: str) -> str
 
 
 def currency_tools() -> list[Tool]:
-    return [Tool("convert_currency", "Convert an amount between JPY, USD and EUR at today's rate.",
-                 ConvertCurrencyInput, convert_currency)]
+    return [
+        Tool(
+            "convert_currency",
+            "Convert an amount between JPY, USD and EUR at today's rate.",
+            ConvertCurrencyInput,
+            convert_currency,
+        )
+    ]

@@ -47,8 +47,11 @@ class PaymentService:
 
     def refund(self, key: str, order: Order) -> Refund:
         if self.credentials_revoked:
-            raise ToolFailure("fatal", "The payment service rejected our credentials: they were revoked. "
-                                       "An operator has to renew them before any refund can run.")
+            raise ToolFailure(
+                "fatal",
+                "The payment service rejected our credentials: they were revoked. "
+                "An operator has to renew them before any refund can run.",
+            )
         if key in self.refunds:
             return self.refunds[key]
         if self.timeouts_before_apply:
@@ -85,8 +88,14 @@ def default_orders() -> list[Order]:
 class LumenWorld:
     """The shop as one customer's support session sees it."""
 
-    def __init__(self, customer: str = "Ana Ruiz", *, payments: PaymentService | None = None,
-                 slow_lookups: tuple[str, ...] = (), orders: list[Order] | None = None) -> None:
+    def __init__(
+        self,
+        customer: str = "Ana Ruiz",
+        *,
+        payments: PaymentService | None = None,
+        slow_lookups: tuple[str, ...] = (),
+        orders: list[Order] | None = None,
+    ) -> None:
         self.customer = customer
         self.orders = {o.order_id: o for o in (default_orders() if orders is None else orders)}
         self.payments = payments or PaymentService()
@@ -96,8 +105,10 @@ class LumenWorld:
     def _order_for_customer(self, order_id: str) -> Order:
         order = self.orders.get(order_id)
         if order is None:
-            raise ToolFailure("validation", f"No order {order_id} was found. Check the four-digit order number "
-                                            "on the receipt and send it again.")
+            raise ToolFailure(
+                "validation",
+                f"No order {order_id} was found. Check the four-digit order number on the receipt and send it again.",
+            )
         if order.owner != self.customer:
             raise ToolFailure("permission", f"Order {order_id} isn't on your account, so it can't be refunded here.")
         return order
@@ -105,8 +116,9 @@ class LumenWorld:
     def process_refund(self, order_id: str) -> dict:
         order = self._order_for_customer(order_id)
         if order.age_days > REFUND_WINDOW_DAYS:
-            raise ToolFailure("business", f"Refunds close after {REFUND_WINDOW_DAYS} days. "
-                                          f"This order is {order.age_days} days old.")
+            raise ToolFailure(
+                "business", f"Refunds close after {REFUND_WINDOW_DAYS} days. This order is {order.age_days} days old."
+            )
         refund = self.payments.refund(f"refund:{self.customer}:{order_id}", order)
         return {"order_id": order_id, "refund_id": refund.refund_id, "amount": refund.amount, "status": "refunded"}
 
@@ -116,8 +128,11 @@ class LumenWorld:
         mine = [o for o in self.orders.values() if o.owner == customer]
         if not mine:
             return fail("empty", f"No orders found for {customer}.")
-        return {"orders": [{"order_id": o.order_id, "item": o.item, "age_days": o.age_days, "status": o.status}
-                           for o in mine]}
+        return {
+            "orders": [
+                {"order_id": o.order_id, "item": o.item, "age_days": o.age_days, "status": o.status} for o in mine
+            ]
+        }
 
     def lookup_order(self, order_id: str) -> dict:
         self.lookup_calls.append(order_id)
@@ -132,13 +147,23 @@ class LumenWorld:
     def support_tools(self) -> list[Tool]:
         return [
             Tool("lookup_orders", "List the customer's orders.", CustomerInput, self.lookup_orders),
-            Tool("process_refund", "Refund an order in full to the original payment method.", OrderInput,
-                 self.process_refund),
+            Tool(
+                "process_refund",
+                "Refund an order in full to the original payment method.",
+                OrderInput,
+                self.process_refund,
+            ),
         ]
 
     def order_tools(self) -> list[Tool]:
         return [Tool("lookup_order", "Look up one order's status.", OrderInput, self.lookup_order)]
 
     def callback_tools(self) -> list[Tool]:
-        return [Tool("callback_check", "Check whether support can call the customer back.", CustomerInput,
-                     self.callback_check)]
+        return [
+            Tool(
+                "callback_check",
+                "Check whether support can call the customer back.",
+                CustomerInput,
+                self.callback_check,
+            )
+        ]

@@ -29,8 +29,9 @@ class Rooms:
 
     def free_slots(self, date: str) -> dict:
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
-            raise ToolFailure("validation", f"date '{date}' is not in YYYY-MM-DD format; "
-                                            "resend it in that format, e.g. '2026-10-02'")
+            raise ToolFailure(
+                "validation", f"date '{date}' is not in YYYY-MM-DD format; resend it in that format, e.g. '2026-10-02'"
+            )
         taken = self.bookings.get(date, [])
         hours = (f"{h:02d}:00" for h in range(FIRST_HOUR, LAST_HOUR + 1))
         return {"date": date, "free": [h for h in hours if h not in taken]}

@@ -18,13 +18,23 @@ class ScriptedClaude(httpx2.BaseTransport):
         self.requests = []
 
     def handle_request(self, request):
-        self.requests.append({"url": str(request.url), "headers": dict(request.headers),
-                              "body": json.loads(request.read())})
+        self.requests.append(
+            {"url": str(request.url), "headers": dict(request.headers), "body": json.loads(request.read())}
+        )
         content = self.replies.pop(0)
-        return httpx2.Response(200, json={
-            "id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
-            "content": content, "stop_reason": "tool_use" if content[-1]["type"] == "tool_use" else "end_turn",
-            "stop_sequence": None, "usage": {"input_tokens": 321, "output_tokens": 45}})
+        return httpx2.Response(
+            200,
+            json={
+                "id": f"msg_{len(self.requests)}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-haiku-4-5",
+                "content": content,
+                "stop_reason": "tool_use" if content[-1]["type"] == "tool_use" else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 321, "output_tokens": 45},
+            },
+        )
 
 
 def use(id_, **args):
@@ -36,24 +46,38 @@ def claude(transport, record_to=None, **env):
 
 
 def test_the_claude_backend_sends_pydantic_tool_schemas_and_is_error_results_matched_by_id():
-    fake = ScriptedClaude([
-        [use("toolu_A", amount=100, from_currency="GBP", to_currency="USD")],
-        [{"type": "text", "text": "Trying USD."}, use("toolu_B", amount=100, from_currency="USD", to_currency="EUR")],
-        [{"type": "text", "text": "100 USD is about 92.0 EUR."}],
-    ])
+    fake = ScriptedClaude(
+        [
+            [use("toolu_A", amount=100, from_currency="GBP", to_currency="USD")],
+            [
+                {"type": "text", "text": "Trying USD."},
+                use("toolu_B", amount=100, from_currency="USD", to_currency="EUR"),
+            ],
+            [{"type": "text", "text": "100 USD is about 92.0 EUR."}],
+        ]
+    )
     result = run_scenario("currency-unsupported", "structured", model=claude(fake))
     first, second, third = (r["body"] for r in fake.requests)
     assert fake.requests[0]["url"] == "https://api.anthropic.com/v1/messages"
     assert fake.requests[0]["headers"]["authorization"] == "Bearer sk-test"  # the SDK's own auth header
     assert first["model"] == "claude-haiku-4-5" and first["max_tokens"] > 0
-    assert first["tools"] == [{"name": "convert_currency", "description": first["tools"][0]["description"],
-                               "input_schema": ConvertCurrencyInput.model_json_schema()}]
+    assert first["tools"] == [
+        {
+            "name": "convert_currency",
+            "description": first["tools"][0]["description"],
+            "input_schema": ConvertCurrencyInput.model_json_schema(),
+        }
+    ]
     assert first["messages"] == [{"role": "user", "content": result.start.task}]
     (sent,) = second["messages"][-1]["content"]
     assert sent["type"] == "tool_result" and sent["tool_use_id"] == "toolu_A" and sent["is_error"] is True
     assert json.loads(sent["content"])["error"]["message"].startswith("Invalid input -> from_currency")
     assert third["messages"][-1]["content"][0] | {"content": None} == {
-        "type": "tool_result", "tool_use_id": "toolu_B", "is_error": False, "content": None}
+        "type": "tool_result",
+        "tool_use_id": "toolu_B",
+        "is_error": False,
+        "content": None,
+    }
     assert result.end.final_answer == "100 USD is about 92.0 EUR." and result.end.verdict.passed
     assert result.start.model_backend == "claude" and result.start.model_name == "claude-haiku-4-5"
     assert result.steps[1].text == "Trying USD." and result.steps[0].input_tokens == 321
@@ -78,15 +102,20 @@ def test_a_run_recorded_from_the_simulated_model_replays_offline_to_the_same_tra
     replayed = run_scenario("refund-too-old", "structured", model="replay", cassette=cassette)
     assert replayed.start.model_backend == "replay" and replayed.start.model_name == "simulated-rules-1"
     assert [format_step(s) for s in replayed.steps] == [format_step(s) for s in recorded.steps]
-    assert [(s.category, s.retryable, s.result_content) for s in replayed.steps] == \
-           [(s.category, s.retryable, s.result_content) for s in recorded.steps]
+    assert [(s.category, s.retryable, s.result_content) for s in replayed.steps] == [
+        (s.category, s.retryable, s.result_content) for s in recorded.steps
+    ]
     assert replayed.end.final_answer == recorded.end.final_answer and replayed.end.verdict.passed
 
 
 def test_a_claude_run_can_be_recorded_and_replayed_without_the_network(tmp_path):
     cassette = tmp_path / "claude.json"
-    fake = ScriptedClaude([[use("toolu_A", amount=100, from_currency="USD", to_currency="EUR")],
-                           [{"type": "text", "text": "About 92.0 EUR."}]])
+    fake = ScriptedClaude(
+        [
+            [use("toolu_A", amount=100, from_currency="USD", to_currency="EUR")],
+            [{"type": "text", "text": "About 92.0 EUR."}],
+        ]
+    )
     run_scenario("currency-unsupported", "structured", model=claude(fake, record_to=cassette))
     replayed = run_scenario("currency-unsupported", "structured", model="replay", cassette=cassette)
     assert replayed.end.final_answer == "About 92.0 EUR." and replayed.end.verdict.passed
@@ -109,11 +138,14 @@ def test_a_replay_mismatch_inside_a_sub_agent_stops_the_whole_run(tmp_path):
     assert len(result.children) == 2  # the third sub-agent's mismatch ended the run
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"model": "gpt"}, "unknown model backend 'gpt'; expected one of simulated, claude, replay"),
-    ({"model": "replay"}, "the replay backend needs a cassette"),
-    ({"model": "replay", "cassette": "/no/such/file.json"}, "does not exist"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"model": "gpt"}, "unknown model backend 'gpt'; expected one of simulated, claude, replay"),
+        ({"model": "replay"}, "the replay backend needs a cassette"),
+        ({"model": "replay", "cassette": "/no/such/file.json"}, "does not exist"),
+    ],
+)
 def test_a_bad_model_or_cassette_is_refused_before_the_run_starts(kwargs, message):
     with pytest.raises(ValueError, match=message):
         run_scenario("lookup-flaky", "structured", **kwargs)

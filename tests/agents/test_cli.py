@@ -36,18 +36,25 @@ def test_sub_agent_runs_are_printed_indented_where_they_happen():
 
 
 def test_a_policy_can_be_given_as_json_settings():
-    code, out, _ = run_cli("run", "--scenario", "stuck-model", "--policy",
-                           '{"base": "message", "name": "guarded", "consecutive_error_limit": 3}')
+    code, out, _ = run_cli(
+        "run",
+        "--scenario",
+        "stuck-model",
+        "--policy",
+        '{"base": "message", "name": "guarded", "consecutive_error_limit": 3}',
+    )
     assert code == 0 and "stop reason: consecutive_errors (3 tool errors in a row)" in out
 
 
 def test_run_records_a_cassette_that_replays(tmp_path):
     cassette = tmp_path / "run.json"
-    code, recorded, _ = run_cli("run", "--scenario", "lookup-empty", "--policy", "structured",
-                                "--record", str(cassette))
+    code, recorded, _ = run_cli(
+        "run", "--scenario", "lookup-empty", "--policy", "structured", "--record", str(cassette)
+    )
     assert code == 0 and f"recorded to {cassette}" in recorded
-    code, replayed, _ = run_cli("run", "--scenario", "lookup-empty", "--policy", "structured", "--model", "replay",
-                                "--cassette", str(cassette))
+    code, replayed, _ = run_cli(
+        "run", "--scenario", "lookup-empty", "--policy", "structured", "--model", "replay", "--cassette", str(cassette)
+    )
     assert code == 0 and replayed.splitlines()[0].startswith("model: replay of a recorded simulated run")
     assert recorded.splitlines()[1:-1] == replayed.splitlines()[1:]
 
@@ -76,6 +83,7 @@ def test_list_shows_scenarios_policies_and_backends():
 
 
 def test_python_dash_m_agents_exits_2_on_a_missing_argument():
-    done = subprocess.run([sys.executable, "-m", "agents", "run", "--policy", "starter"], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "agents", "run", "--policy", "starter"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 2 and "--scenario" in done.stderr

@@ -13,8 +13,11 @@ GBP_TO_USD = {"amount": 100, "from_currency": "GBP", "to_currency": "USD"}
 def test_fail_carries_category_retry_flag_and_message():
     assert fail("business", "Refunds close after 30 days. This order is 239 days old.") == {
         "isError": True,
-        "error": {"errorCategory": "business", "isRetryable": False,
-                  "message": "Refunds close after 30 days. This order is 239 days old."},
+        "error": {
+            "errorCategory": "business",
+            "isRetryable": False,
+            "message": "Refunds close after 30 days. This order is 239 days old.",
+        },
     }
 
 
@@ -37,7 +40,12 @@ def test_should_retry_reads_the_flag_inside_the_error_not_the_whole_result():
 
 def test_lesson_001s_four_kinds_map_onto_the_categories():
     assert [kind_of(c) for c in ("validation", "transient", "permission", "business", "fatal")] == [
-        "model-fixable", "transient", "permanent-but-survivable", "permanent-but-survivable", "fatal"]
+        "model-fixable",
+        "transient",
+        "permanent-but-survivable",
+        "permanent-but-survivable",
+        "fatal",
+    ]
 
 
 def test_a_tool_failure_with_an_unknown_category_is_refused_naming_the_valid_ones():
@@ -48,7 +56,9 @@ def test_a_tool_failure_with_an_unknown_category_is_refused_naming_the_valid_one
 def test_run_tool_names_the_field_and_the_allowed_values_when_validation_fails():
     outcome = run_tool(ConvertCurrencyInput, convert_currency, GBP_TO_USD)
     assert outcome.as_lesson_dict() == {
-        "ok": False, "content": "Invalid input -> from_currency: Input should be 'JPY', 'USD' or 'EUR'"}
+        "ok": False,
+        "content": "Invalid input -> from_currency: Input should be 'JPY', 'USD' or 'EUR'",
+    }
     assert (outcome.category, outcome.retryable) == ("validation", False)
 
 
@@ -60,8 +70,7 @@ def test_run_tool_converts_100_usd_to_92_eur():
 
 def test_run_tool_joins_every_invalid_field_and_handles_input_that_is_not_a_mapping():
     outcome = run_tool(ConvertCurrencyInput, convert_currency, {"amount": -1, "from_currency": "USD"})
-    assert outcome.message == ("Invalid input -> amount: Input should be greater than 0; "
-                               "to_currency: Field required")
+    assert outcome.message == ("Invalid input -> amount: Input should be greater than 0; to_currency: Field required")
     assert run_tool(ConvertCurrencyInput, convert_currency, "100 USD").message.startswith("Invalid input -> input:")
 
 

@@ -11,8 +11,10 @@ from agents.loop import format_result
 from agents.policies import PRESETS, policy_from_dict
 from agents.runner import Outcome
 
-SCENARIO_TASK = ("How much is 100 British pounds in US dollars? If pounds aren't supported, tell me what 100 US "
-                 "dollars is in euros instead.")
+SCENARIO_TASK = (
+    "How much is 100 British pounds in US dollars? If pounds aren't supported, tell me what 100 US "
+    "dollars is in euros instead."
+)
 
 
 class CallLog:
@@ -38,18 +40,25 @@ class CallLog:
 def test_the_recorder_hears_start_each_step_as_it_completes_then_the_end():
     log = CallLog()
     run_scenario("currency-unsupported", "structured", recorder=log)
-    assert log.log == [("top", "started", "currency-unsupported"), ("top", "step", 1), ("top", "step", 2),
-                       ("top", "step", 3), ("top", "finished", "final_answer")]
+    assert log.log == [
+        ("top", "started", "currency-unsupported"),
+        ("top", "step", 1),
+        ("top", "step", 2),
+        ("top", "step", 3),
+        ("top", "finished", "final_answer"),
+    ]
 
 
 def test_a_sub_agent_reports_its_whole_run_to_a_child_recorder_before_the_parent_step():
     log = CallLog()
     run_scenario("coordinator-partial", "structured", recorder=log)
     first_child = [e for e in log.log if e[0].startswith("sub-agent 1")]
-    assert first_child == [("sub-agent 1: Look up order 1042 for Ana Ruiz.", "started", "coordinator-partial"),
-                           ("sub-agent 1: Look up order 1042 for Ana Ruiz.", "step", 1),
-                           ("sub-agent 1: Look up order 1042 for Ana Ruiz.", "step", 2),
-                           ("sub-agent 1: Look up order 1042 for Ana Ruiz.", "finished", "final_answer")]
+    assert first_child == [
+        ("sub-agent 1: Look up order 1042 for Ana Ruiz.", "started", "coordinator-partial"),
+        ("sub-agent 1: Look up order 1042 for Ana Ruiz.", "step", 1),
+        ("sub-agent 1: Look up order 1042 for Ana Ruiz.", "step", 2),
+        ("sub-agent 1: Look up order 1042 for Ana Ruiz.", "finished", "final_answer"),
+    ]
     assert log.log.index(first_child[-1]) < log.log.index(("top", "step", 1))
 
 
@@ -62,7 +71,6 @@ def test_each_tool_result_answers_its_tool_use_by_id_with_is_error():
     assert [r["tool_use_id"] for r in results] == [u["id"] for u in uses] == [s.tool_use_id for s in result.steps[:2]]
     assert [r["is_error"] for r in results] == [True, False]
     assert json.loads(results[0]["content"])["error"]["errorCategory"] == "validation"
-
 
 
 def test_steps_carry_the_tokens_of_the_response_that_produced_them():
@@ -96,19 +104,40 @@ def test_a_run_stops_at_max_steps_with_a_guard_message():
 
 
 def outcome(category, message, retryable=None):
-    return Outcome(ok=False, content=message, category=category,
-                   retryable=category == "transient" if retryable is None else retryable, message=message)
+    return Outcome(
+        ok=False,
+        content=message,
+        category=category,
+        retryable=category == "transient" if retryable is None else retryable,
+        message=message,
+    )
 
 
-@pytest.mark.parametrize("policy, expected", [
-    ("starter", {"error": {"message": "Error"}}),
-    ("message", "still failing after 3 attempts: upstream returned 503; try again later or use another source"),
-    ("structured", {"isError": True, "error": {"errorCategory": "transient", "isRetryable": True, "message":
-                    "still failing after 3 attempts: upstream returned 503; try again later or use another source"}}),
-])
+@pytest.mark.parametrize(
+    "policy, expected",
+    [
+        ("starter", {"error": {"message": "Error"}}),
+        ("message", "still failing after 3 attempts: upstream returned 503; try again later or use another source"),
+        (
+            "structured",
+            {
+                "isError": True,
+                "error": {
+                    "errorCategory": "transient",
+                    "isRetryable": True,
+                    "message": (
+                        "still failing after 3 attempts: upstream returned 503; try again later or use another source"
+                    ),
+                },
+            },
+        ),
+    ],
+)
 def test_an_exhausted_transient_failure_is_formatted_per_policy(policy, expected):
-    assert format_result(PRESETS[policy], outcome("transient", "upstream returned 503"), attempts=3,
-                         tool="lookup") == (expected, True)
+    assert format_result(PRESETS[policy], outcome("transient", "upstream returned 503"), attempts=3, tool="lookup") == (
+        expected,
+        True,
+    )
 
 
 def test_an_empty_result_is_an_error_only_when_the_policy_says_so():
@@ -119,11 +148,26 @@ def test_an_empty_result_is_an_error_only_when_the_policy_says_so():
 
 
 def test_events_round_trip_through_plain_dicts():
-    step = StepEvent(index=1, kind=TOOL_USE, tool_name="lookup", input={"key": "answer"},
-                     attempts=[Attempt(number=1, ok=False, content="x", category="transient", retryable=True,
-                                       message="upstream returned 503",
-                                       result_content={"error": {"message": "Error"}})],
-                     is_error=True, category="transient", retryable=True)
+    step = StepEvent(
+        index=1,
+        kind=TOOL_USE,
+        tool_name="lookup",
+        input={"key": "answer"},
+        attempts=[
+            Attempt(
+                number=1,
+                ok=False,
+                content="x",
+                category="transient",
+                retryable=True,
+                message="upstream returned 503",
+                result_content={"error": {"message": "Error"}},
+            )
+        ],
+        is_error=True,
+        category="transient",
+        retryable=True,
+    )
     assert StepEvent.from_dict(json.loads(json.dumps(step.to_dict()))) == step
     end = run_scenario("refund-too-old", "structured").end
     assert RunEnd.from_dict(json.loads(json.dumps(end.to_dict()))) == end

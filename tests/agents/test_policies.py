@@ -8,16 +8,26 @@ from agents.policies import PRESETS, PolicyError, get_policy, policy_from_dict
 def test_the_presets_are_the_lessons_harnesses():
     assert PRESETS["fragile"].error_format == "raise"
     starter = PRESETS["starter"]
-    assert (starter.error_format, starter.retry_on, starter.max_attempts, starter.empty_is_error) == ("bare", "all", 3, True)
+    assert (starter.error_format, starter.retry_on, starter.max_attempts, starter.empty_is_error) == (
+        "bare",
+        "all",
+        3,
+        True,
+    )
     structured = PRESETS["structured"]
-    assert (structured.error_format, structured.retry_on, structured.consecutive_error_limit) == ("structured", "transient", 3)
+    assert (structured.error_format, structured.retry_on, structured.consecutive_error_limit) == (
+        "structured",
+        "transient",
+        3,
+    )
     assert structured.stop_on_fatal and structured.backoff_jitter > 0
 
 
 def test_a_variant_names_every_invalid_field_and_what_is_expected():
     with pytest.raises(PolicyError) as caught:
-        policy_from_dict({"base": "structured", "name": "Bad Name", "max_attempts": 0, "retry_on": "sometimes",
-                          "colour": "blue"})
+        policy_from_dict(
+            {"base": "structured", "name": "Bad Name", "max_attempts": 0, "retry_on": "sometimes", "colour": "blue"}
+        )
     errors = caught.value.errors
     assert set(errors) == {"name", "max_attempts", "retry_on", "colour"}
     assert "greater than or equal to 1" in errors["max_attempts"]

@@ -142,10 +142,14 @@ def test_the_structured_coordinator_reports_failed_tried_partial_next_from_four_
         "failed:  lookup for order 1050, timed out twice\n"
         "tried:   retried once, locally\n"
         "partial: orders 1042 and 1043 found, 1050 not checked\n"
-        "next:    the customer can wait for a call back or ask again")
+        "next:    the customer can wait for a call back or ask again"
+    )
     assert [c.label for c in recorder.children] == [
-        "sub-agent 1: Look up order 1042 for Ana Ruiz.", "sub-agent 2: Look up order 1043 for Ana Ruiz.",
-        "sub-agent 3: Look up order 1050 for Ana Ruiz.", "sub-agent 4: Check whether support can call Ana Ruiz back."]
+        "sub-agent 1: Look up order 1042 for Ana Ruiz.",
+        "sub-agent 2: Look up order 1043 for Ana Ruiz.",
+        "sub-agent 3: Look up order 1050 for Ana Ruiz.",
+        "sub-agent 4: Check whether support can call Ana Ruiz back.",
+    ]
     assert all(c.start and c.end and c.steps for c in recorder.children)
     slow = recorder.children[2].steps[0]
     assert (slow.tool_name, len(slow.attempts), slow.category) == ("lookup_order", 2, "transient")

@@ -9,16 +9,19 @@ from agents.tools.rooms import Rooms
 
 
 def test_free_slots_lists_one_hour_slots_without_the_taken_ones():
-    assert Rooms().free_slots("2026-10-02") == {"date": "2026-10-02",
-                                                "free": ["10:00", "11:00", "12:00", "13:00", "15:00", "16:00"]}
+    assert Rooms().free_slots("2026-10-02") == {
+        "date": "2026-10-02",
+        "free": ["10:00", "11:00", "12:00", "13:00", "15:00", "16:00"],
+    }
 
 
 def test_free_slots_says_what_format_to_resend_the_date_in():
     with pytest.raises(ToolFailure) as caught:
         Rooms().free_slots("02/10/2026")
     assert caught.value.category == "validation"
-    assert caught.value.message == ("date '02/10/2026' is not in YYYY-MM-DD format; resend it in that format, "
-                                    "e.g. '2026-10-02'")
+    assert caught.value.message == (
+        "date '02/10/2026' is not in YYYY-MM-DD format; resend it in that format, e.g. '2026-10-02'"
+    )
 
 
 def test_book_slot_refuses_with_a_permission_error_that_no_retry_changes():
@@ -82,7 +85,9 @@ def test_revoked_credentials_are_fatal():
 
 def test_a_customer_with_no_orders_gets_an_empty_list_not_an_error():
     assert LumenWorld("Dana Whitfield").lookup_orders("Dana Whitfield") == {
-        "orders": [], "message": "No orders found for Dana Whitfield."}
+        "orders": [],
+        "message": "No orders found for Dana Whitfield.",
+    }
 
 
 def test_a_customer_cannot_list_someone_elses_orders():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from agents import PRESETS, run_scenario, scenario_names  # noqa: E402
+from agents import PRESETS, run_scenario, scenario_names
 
 
 class Counting:
@@ -37,7 +37,7 @@ class Counting:
     def run_finished(self, end) -> None:
         self.counts[f"stop:{end.stop_reason}"] += 1
 
-    def child(self, *, label: str) -> "Counting":
+    def child(self, *, label: str) -> Counting:
         return self
 
 
@@ -64,8 +64,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {done}/{total_runs} runs  ({scenario})", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - began
 
-    print(f"simulated model, {total_runs} top-level runs ({counts['runs']} with sub-agents), "
-          f"{counts['steps']} steps in {elapsed:.2f}s")
+    print(
+        f"simulated model, {total_runs} top-level runs ({counts['runs']} with sub-agents), "
+        f"{counts['steps']} steps in {elapsed:.2f}s"
+    )
     print(f"loop throughput: {counts['steps'] / elapsed:,.0f} steps/second, {total_runs / elapsed:,.0f} runs/second")
     for scenario in scenarios:
         print(f"  {scenario:24} {counts[scenario] / seconds[scenario]:>8,.0f} steps/s")

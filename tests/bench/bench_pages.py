@@ -46,26 +46,60 @@ PEERS = [
 
 # What each scenario's tool calls look like: tool, input, failure category, retryable, message.
 CALLS = {
-    "currency-unsupported": ("convert_currency", {"amount": 100, "from_currency": "GBP", "to_currency": "USD"},
-                             "validation", False,
-                             "from_currency: 'GBP' is not supported; expected one of JPY, USD, EUR"),
-    "room-date-format": ("free_slots", {"date": "02/10/2026"}, "validation", False,
-                         "date: expected YYYY-MM-DD, for example 2026-10-02"),
-    "room-book-permission": ("book_slot", {"date": "2026-10-02", "hour": 10}, "permission", False,
-                             "Booking the meeting room needs a manager's approval; ask a manager to book it"),
+    "currency-unsupported": (
+        "convert_currency",
+        {"amount": 100, "from_currency": "GBP", "to_currency": "USD"},
+        "validation",
+        False,
+        "from_currency: 'GBP' is not supported; expected one of JPY, USD, EUR",
+    ),
+    "room-date-format": (
+        "free_slots",
+        {"date": "02/10/2026"},
+        "validation",
+        False,
+        "date: expected YYYY-MM-DD, for example 2026-10-02",
+    ),
+    "room-book-permission": (
+        "book_slot",
+        {"date": "2026-10-02", "hour": 10},
+        "permission",
+        False,
+        "Booking the meeting room needs a manager's approval; ask a manager to book it",
+    ),
     "lookup-flaky": ("lookup", {"key": "answer"}, "transient", True, "upstream returned 503"),
     "lookup-flaky-exhausted": ("lookup", {"key": "answer"}, "transient", True, "upstream returned 503"),
     "refund-too-old": ("process_refund", {"order_id": "0871"}, "business", False, TOO_OLD),
-    "refund-bad-id": ("process_refund", {"order_id": "0781"}, "validation", False,
-                      "order_id: no order 0781 on this account; check the order number"),
-    "refund-other-customer": ("process_refund", {"order_id": "0912"}, "permission", False,
-                              "Order 0912 isn't on your account"),
-    "refund-flaky-payment": ("process_refund", {"order_id": "0934"}, "transient", True,
-                             "payment service timed out; the refund may have been applied"),
+    "refund-bad-id": (
+        "process_refund",
+        {"order_id": "0781"},
+        "validation",
+        False,
+        "order_id: no order 0781 on this account; check the order number",
+    ),
+    "refund-other-customer": (
+        "process_refund",
+        {"order_id": "0912"},
+        "permission",
+        False,
+        "Order 0912 isn't on your account",
+    ),
+    "refund-flaky-payment": (
+        "process_refund",
+        {"order_id": "0934"},
+        "transient",
+        True,
+        "payment service timed out; the refund may have been applied",
+    ),
     "lookup-empty": ("lookup_orders", {"customer": "c-118"}, "validation", False, "customer: unknown id"),
     "fatal-credentials": ("process_refund", {"order_id": "0934"}, "fatal", False, "payment credentials revoked"),
-    "stuck-model": ("free_slots", {"date": "next Friday"}, "validation", False,
-                    "date: expected YYYY-MM-DD, for example 2026-10-02"),
+    "stuck-model": (
+        "free_slots",
+        {"date": "next Friday"},
+        "validation",
+        False,
+        "date: expected YYYY-MM-DD, for example 2026-10-02",
+    ),
     "coordinator-partial": ("run_subagent", {"task": "lookup order 1050"}, "transient", True, "lookup timed out"),
 }
 GENERIC_CALL = ("lookup_orders", {"customer": "c-200"}, "validation", False, "customer: unknown id")
@@ -113,8 +147,13 @@ def maintenance_connection(cfg: dict):
     """An autocommit connection to the server's ``postgres`` database, as the URL's user."""
     import psycopg
 
-    params = {"dbname": "postgres", "user": cfg.get("USER"), "password": cfg.get("PASSWORD"),
-              "host": cfg.get("HOST"), "port": cfg.get("PORT")}
+    params = {
+        "dbname": "postgres",
+        "user": cfg.get("USER"),
+        "password": cfg.get("PASSWORD"),
+        "host": cfg.get("HOST"),
+        "port": cfg.get("PORT"),
+    }
     return psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True)
 
 
@@ -168,14 +207,21 @@ class Generator:
 
     def attempts(self, policy: str, category: str, retryable: bool, message: str, fails: bool) -> list[dict]:
         """``Attempt.to_dict()`` for each try the policy makes."""
-        ok = {"number": 1, "ok": True, "content": "done", "category": None, "retryable": None, "message": None,
-              "backoff_s": 0.0, "latency_ms": round(self.rng.uniform(2, 40), 2), "empty": False,
-              "result_content": "done"}
+        ok = {
+            "number": 1,
+            "ok": True,
+            "content": "done",
+            "category": None,
+            "retryable": None,
+            "message": None,
+            "backoff_s": 0.0,
+            "latency_ms": round(self.rng.uniform(2, 40), 2),
+            "empty": False,
+            "result_content": "done",
+        }
         if not fails:
             return [ok]
-        if policy == "starter":
-            tries = 3
-        elif policy in ("structured", "message") and retryable:
+        if policy == "starter" or (policy in ("structured", "message") and retryable):
             tries = 3
         else:
             tries = 1
@@ -184,10 +230,20 @@ class Generator:
             if retryable and number > 1 and self.rng.random() < 0.5:
                 out.append({**ok, "number": number, "backoff_s": 0.2 * 2 ** (number - 2)})
                 break
-            out.append({"number": number, "ok": False, "content": None, "category": category, "retryable": retryable,
-                        "message": message, "backoff_s": 0.0 if number == 1 else 0.2 * 2 ** (number - 2),
-                        "latency_ms": round(self.rng.uniform(2, 40), 2), "empty": False,
-                        "result_content": self.result(policy, category, retryable, message)})
+            out.append(
+                {
+                    "number": number,
+                    "ok": False,
+                    "content": None,
+                    "category": category,
+                    "retryable": retryable,
+                    "message": message,
+                    "backoff_s": 0.0 if number == 1 else 0.2 * 2 ** (number - 2),
+                    "latency_ms": round(self.rng.uniform(2, 40), 2),
+                    "empty": False,
+                    "result_content": self.result(policy, category, retryable, message),
+                }
+            )
         return out
 
     @staticmethod
@@ -198,8 +254,17 @@ class Generator:
             return {"isError": True, "error": {"errorCategory": category, "isRetryable": retryable, "message": message}}
         return message
 
-    def run_with_steps(self, *, number: int, scenario: str, policy: str, created, active: bool,
-                       steps: int | None = None, experiment=None):
+    def run_with_steps(
+        self,
+        *,
+        number: int,
+        scenario: str,
+        policy: str,
+        created,
+        active: bool,
+        steps: int | None = None,
+        experiment=None,
+    ):
         """An unsaved Run and its unsaved Steps (``run`` set after the run is saved)."""
         from tracer.models import Run, Step
 
@@ -210,11 +275,21 @@ class Generator:
         tool, base_input, category, retryable, message = CALLS.get(scenario, GENERIC_CALL)
         ends_in_answer = reason in (Run.StopReason.FINAL_ANSWER, Run.StopReason.FATAL_ERROR) and n > 1
         tool_steps = n - 1 if ends_in_answer else n
-        forced_errors = 3 if reason in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.CRASHED,
-                                         Run.StopReason.FATAL_ERROR) else 0
+        forced_errors = (
+            3
+            if reason in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.CRASHED, Run.StopReason.FATAL_ERROR)
+            else 0
+        )
         rows, search = [], []
-        counters = dict(step_count=n, tool_call_count=tool_steps, error_count=0, retry_count=0,
-                        wasted_retry_count=0, input_tokens=0, output_tokens=0)
+        counters = dict(
+            step_count=n,
+            tool_call_count=tool_steps,
+            error_count=0,
+            retry_count=0,
+            wasted_retry_count=0,
+            input_tokens=0,
+            output_tokens=0,
+        )
         for i in range(1, tool_steps + 1):
             fails = i > tool_steps - forced_errors or rng.random() < 0.35
             attempts = self.attempts(policy, category, retryable, message, fails)
@@ -230,39 +305,76 @@ class Generator:
             counters["input_tokens"] += tokens_in
             counters["output_tokens"] += tokens_out
             search.append(f"{tool} {_dumps(step_input)}")
-            rows.append(Step(
-                index=i, kind=Step.Kind.TOOL_USE, tool_name=tool, tool_use_id=f"toolu_{number:07d}_{i:03d}",
-                input=step_input, attempts=attempts, result_content=last["result_content"], is_error=is_error,
-                category=category if is_error else "", retryable=retryable if is_error else None, retry_count=retries,
-                latency_ms=round(sum(a["latency_ms"] + 1000 * a["backoff_s"] for a in attempts), 2),
-                input_tokens=tokens_in, output_tokens=tokens_out, created_at=created + timedelta(seconds=i),
-            ))
+            rows.append(
+                Step(
+                    index=i,
+                    kind=Step.Kind.TOOL_USE,
+                    tool_name=tool,
+                    tool_use_id=f"toolu_{number:07d}_{i:03d}",
+                    input=step_input,
+                    attempts=attempts,
+                    result_content=last["result_content"],
+                    is_error=is_error,
+                    category=category if is_error else "",
+                    retryable=retryable if is_error else None,
+                    retry_count=retries,
+                    latency_ms=round(sum(a["latency_ms"] + 1000 * a["backoff_s"] for a in attempts), 2),
+                    input_tokens=tokens_in,
+                    output_tokens=tokens_out,
+                    created_at=created + timedelta(seconds=i),
+                )
+            )
         answer = ""
         if ends_in_answer:
             word = rng.choice(WORDS)
-            answer = (f"I couldn't finish that: {message.lower()}. Your {word} order is unchanged; "
-                      f"reply here if you want me to try another way.") if counters["error_count"] else (
-                      f"Done: the {word} request went through. Reference req-{number}.")
+            answer = (
+                (
+                    f"I couldn't finish that: {message.lower()}. Your {word} order is unchanged; "
+                    f"reply here if you want me to try another way."
+                )
+                if counters["error_count"]
+                else (f"Done: the {word} request went through. Reference req-{number}.")
+            )
             tokens_in = 120 + 45 * n
             counters["input_tokens"] += tokens_in
             counters["output_tokens"] += 80
             search.append(answer)
-            rows.append(Step(index=n, kind=Step.Kind.FINAL_ANSWER, text=answer, input_tokens=tokens_in,
-                             output_tokens=80, created_at=created + timedelta(seconds=n)))
+            rows.append(
+                Step(
+                    index=n,
+                    kind=Step.Kind.FINAL_ANSWER,
+                    text=answer,
+                    input_tokens=tokens_in,
+                    output_tokens=80,
+                    created_at=created + timedelta(seconds=n),
+                )
+            )
         task = f"{scenario or 'imported transcript'} #{number}"
         run = Run(
-            experiment=experiment, source=Run.Source.IMPORT if imported else Run.Source.AGENT,
-            scenario=scenario, policy_name=policy, policy=self.variants.get(policy),
-            policy_settings=self.settings.get(policy, {}), model_backend="imported" if imported else "simulated",
-            model_name="" if imported else "simulated-1", task=task,
-            status=(Run.Status.RUNNING if active else Run.Status.FINISHED), stop_reason=reason, guard=guard,
-            verdict="" if imported else verdict, verdict_reason="" if imported or not verdict else f"judged {verdict}",
+            experiment=experiment,
+            source=Run.Source.IMPORT if imported else Run.Source.AGENT,
+            scenario=scenario,
+            policy_name=policy,
+            policy=self.variants.get(policy),
+            policy_settings=self.settings.get(policy, {}),
+            model_backend="imported" if imported else "simulated",
+            model_name="" if imported else "simulated-1",
+            task=task,
+            status=(Run.Status.RUNNING if active else Run.Status.FINISHED),
+            stop_reason=reason,
+            guard=guard,
+            verdict="" if imported else verdict,
+            verdict_reason="" if imported or not verdict else f"judged {verdict}",
             final_answer=answer,
             error=message if reason in (Run.StopReason.CRASHED, Run.StopReason.FATAL_ERROR) else "",
             transcript=[{"role": "user", "content": task}]
             + ([{"role": "assistant", "content": answer}] if answer else []),
-            search_text="".join(s + "\n" for s in search), worker="bench@host", created_at=created,
-            started_at=created, finished_at=None if active else created + timedelta(seconds=n + 1), **counters,
+            search_text="".join(s + "\n" for s in search),
+            worker="bench@host",
+            created_at=created,
+            started_at=created,
+            finished_at=None if active else created + timedelta(seconds=n + 1),
+            **counters,
         )
         return run, rows
 
@@ -295,10 +407,14 @@ def generate(args, rng: random.Random) -> dict:
     running_p = max(3, total // 2000) / max(1, total - running_from)
     exp_jobs = [(s, p) for _ in range(args.experiment_repeats) for s in scenarios for p in ("starter", "structured")]
     exp_start = total // 2 if total >= 2 * len(exp_jobs) else total
-    experiment = Experiment.objects.create(name="bench experiment", scenarios=scenarios,
-                                           policies=["starter", "structured"], repeats=args.experiment_repeats,
-                                           total_runs=len(exp_jobs) if exp_start < total else 0,
-                                           finished_runs=len(exp_jobs) if exp_start < total else 0)
+    experiment = Experiment.objects.create(
+        name="bench experiment",
+        scenarios=scenarios,
+        policies=["starter", "structured"],
+        repeats=args.experiment_repeats,
+        total_runs=len(exp_jobs) if exp_start < total else 0,
+        finished_runs=len(exp_jobs) if exp_start < total else 0,
+    )
     started = time.perf_counter()
     steps_written = 0
     done = 0
@@ -316,31 +432,44 @@ def generate(args, rng: random.Random) -> dict:
                 scenario, policy = rng.choice(scenarios), rng.choice(presets)
             active = k >= running_from and exp is None and rng.random() < running_p
             created = first + span * (k / total)
-            run, rows = gen.run_with_steps(number=k + 1, scenario=scenario, policy=policy, created=created,
-                                           active=active, experiment=exp)
+            run, rows = gen.run_with_steps(
+                number=k + 1, scenario=scenario, policy=policy, created=created, active=active, experiment=exp
+            )
             runs.append(run)
             steps.append(rows)
         with transaction.atomic():
             Run.objects.bulk_create(runs, batch_size=500)
             flat = []
-            for run, rows in zip(runs, steps):
+            for run, rows in zip(runs, steps, strict=True):
                 for row in rows:
                     row.run_id = run.pk
                     flat.append(row)
             Step.objects.bulk_create(flat, batch_size=1000)
-            guard_stops = [r for r in runs
-                           if r.stop_reason in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)]
-            StopReview.objects.bulk_create([
-                StopReview(run_id=r.pk, verdict=rng.choice(StopReview.Verdict.values), note="looked at in the bench")
-                for r in guard_stops if rng.random() < 0.4
-            ])
+            guard_stops = [
+                r for r in runs if r.stop_reason in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)
+            ]
+            StopReview.objects.bulk_create(
+                [
+                    StopReview(
+                        run_id=r.pk, verdict=rng.choice(StopReview.Verdict.values), note="looked at in the bench"
+                    )
+                    for r in guard_stops
+                    if rng.random() < 0.4
+                ]
+            )
         steps_written += len(flat)
         done += batch
         bar(done, total, "runs", started)
     print()
     # One long run, finished, newest: the run page with 500 steps.
-    long_run, rows = gen.run_with_steps(number=total + 1, scenario="lookup-flaky-exhausted", policy="starter",
-                                        created=now - timedelta(minutes=5), active=False, steps=args.long_steps)
+    long_run, rows = gen.run_with_steps(
+        number=total + 1,
+        scenario="lookup-flaky-exhausted",
+        policy="starter",
+        created=now - timedelta(minutes=5),
+        active=False,
+        steps=args.long_steps,
+    )
     with transaction.atomic():
         long_run.save()
         for row in rows:
@@ -349,16 +478,23 @@ def generate(args, rng: random.Random) -> dict:
     steps_written += len(rows)
     Run._meta.get_field("created_at").auto_now_add = True
     Step._meta.get_field("created_at").auto_now_add = True
-    return {"seconds": time.perf_counter() - started, "runs": total + 1, "steps": steps_written,
-            "experiment": experiment if exp_start < total else None, "long_run": long_run}
+    return {
+        "seconds": time.perf_counter() - started,
+        "runs": total + 1,
+        "steps": steps_written,
+        "experiment": experiment if exp_start < total else None,
+        "long_run": long_run,
+    }
 
 
 def pick_targets(long_run, steps_per_run: int) -> dict:
     from tracer.models import Run
 
     finished = Run.objects.filter(status=Run.Status.FINISHED, parent__isnull=True).exclude(scenario="")
-    run = (finished.filter(step_count=steps_per_run, stop_reason=Run.StopReason.FINAL_ANSWER).order_by("-id").first()
-           or finished.order_by("-id").first())
+    run = (
+        finished.filter(step_count=steps_per_run, stop_reason=Run.StopReason.FINAL_ANSWER).order_by("-id").first()
+        or finished.order_by("-id").first()
+    )
     a = finished.filter(scenario="refund-too-old", policy_name="starter").order_by("-id").first()
     b = finished.filter(scenario="refund-too-old", policy_name="structured").order_by("-id").first()
     live = Run.objects.filter(status=Run.Status.RUNNING).order_by("-id").first()
@@ -381,8 +517,13 @@ def time_page(client, url: str, *, requests: int, warmup: int, headers: dict | N
         times.append((time.perf_counter() - t0) * 1000)
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url, headers=headers)
-    return {"p50": statistics.median(times), "p95": percentile(times, 95), "queries": len(ctx.captured_queries),
-            "kb": len(response.content) / 1024, "captured": list(ctx.captured_queries)}
+    return {
+        "p50": statistics.median(times),
+        "p95": percentile(times, 95),
+        "queries": len(ctx.captured_queries),
+        "kb": len(response.content) / 1024,
+        "captured": list(ctx.captured_queries),
+    }
 
 
 def slowest_query(captured: list[dict]) -> tuple[dict, float]:
@@ -417,11 +558,15 @@ def explain(sql: str) -> tuple[list[str], bool, list[str]]:
         else:
             cursor.execute("EXPLAIN " + sql)
             lines = [row[0] for row in cursor.fetchall()]
-            uses = any(word in line for line in lines
-                       for word in ("Index Scan", "Index Only Scan", "Bitmap Index Scan"))
+            uses = any(
+                word in line for line in lines for word in ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
+            )
             scans = [line.strip().lstrip("-> ").strip() for line in lines if "Seq Scan" in line]
-            scans += [f"sorts every matching row ({line.strip().lstrip('-> ').strip()})" for line in lines
-                      if line.strip().lstrip("-> ").startswith("Sort  (cost")]
+            scans += [
+                f"sorts every matching row ({line.strip().lstrip('-> ').strip()})"
+                for line in lines
+                if line.strip().lstrip("-> ").startswith("Sort  (cost")
+            ]
     return lines, uses, scans
 
 
@@ -478,8 +623,10 @@ def bench(args, where: str) -> int:
     print(f"database: {where}")
     print(f"generating {args.runs:,} runs of about {args.steps_per_run} steps (batches of {args.batch:,}) ...")
     data = generate(args, random.Random(args.seed))
-    print(f"generated {data['runs']:,} runs and {data['steps']:,} steps in {data['seconds']:.1f} s "
-          f"({data['steps'] / data['seconds']:,.0f} steps/s)")
+    print(
+        f"generated {data['runs']:,} runs and {data['steps']:,} steps in {data['seconds']:.1f} s "
+        f"({data['steps'] / data['seconds']:,.0f} steps/s)"
+    )
     if connection.vendor == "postgresql":
         t0 = time.perf_counter()
         with connection.cursor() as cursor:
@@ -506,33 +653,51 @@ def bench(args, where: str) -> int:
         (f"run page, {targets['long'].step_count} steps", reverse("tracer:run", args=[targets["long"].pk]), None),
     ]
     if live is not None:
-        pages.append(("live step poll (htmx)", f"{reverse('tracer:run-steps', args=[live.pk])}?after="
-                      f"{max(live.step_count - 1, 0)}", {"HX-Request": "true"}))
+        pages.append(
+            (
+                "live step poll (htmx)",
+                f"{reverse('tracer:run-steps', args=[live.pk])}?after={max(live.step_count - 1, 0)}",
+                {"HX-Request": "true"},
+            )
+        )
     if targets["a"] and targets["b"]:
-        pages.append(("compare starter / structured",
-                      f"{reverse('tracer:compare')}?a={targets['a'].pk}&b={targets['b'].pk}", None))
+        pages.append(
+            (
+                "compare starter / structured",
+                f"{reverse('tracer:compare')}?a={targets['a'].pk}&b={targets['b'].pk}",
+                None,
+            )
+        )
     pages += [
         ("policies matrix", reverse("tracer:policies"), None),
         ("stops queue", reverse("tracer:stops"), None),
     ]
     if data["experiment"] is not None:
-        pages.append((f"experiment page ({data['experiment'].total_runs} runs)",
-                      reverse("tracer:experiment", args=[data["experiment"].pk]), None))
+        pages.append(
+            (
+                f"experiment page ({data['experiment'].total_runs} runs)",
+                reverse("tracer:experiment", args=[data["experiment"].pk]),
+                None,
+            )
+        )
 
     print(f"\ntiming {len(pages)} pages, {args.requests} requests each after {args.warmup} warm-up ...")
     results = []
     for i, (label, url, headers) in enumerate(pages, 1):
         print(f"\r  [{i}/{len(pages)}] {label:<48}", end="", flush=True)
-        results.append((label, url, time_page(client, url, requests=args.requests, warmup=args.warmup,
-                                              headers=headers)))
+        results.append(
+            (label, url, time_page(client, url, requests=args.requests, warmup=args.warmup, headers=headers))
+        )
     print()
 
     print(f"\n{data['runs']:,} runs, {data['steps']:,} steps, {connection.vendor}; generation {data['seconds']:.1f} s")
     print(f"{'page':<40} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'KB':>7}")
     for label, _url, r in results:
         print(f"{label:<40} {r['p50']:8.1f} {r['p95']:8.1f} {r['queries']:8d} {r['kb']:7.1f}")
-    print("\npeers, from ../shared/bench/README.md: a different workload (500 runs, 8,302 spans, exported over "
-          "OTLP/HTTP), same 2-core machine; for context only")
+    print(
+        "\npeers, from ../shared/bench/README.md: a different workload (500 runs, 8,302 spans, exported over "
+        "OTLP/HTTP), same 2-core machine; for context only"
+    )
     print(f"{'figure':<24} {'system':<32} {'p50 ms':>8} {'p95 ms':>8}")
     for figure, system, p50, p95 in PEERS:
         print(f"{figure:<24} {system:<32} {p50:8d} {p95:8d}")
@@ -554,8 +719,10 @@ def bench(args, where: str) -> int:
             verdict += "; but " + "; ".join(scans)
         print(f"=> {verdict}")
         if "LIKE '%" in main_query["sql"] or "LIKE UPPER('%" in main_query["sql"]:
-            print("   a LIKE '%...%' substring match cannot use a b-tree index: every row the index lets "
-                  "through is read and matched")
+            print(
+                "   a LIKE '%...%' substring match cannot use a b-tree index: every row the index lets "
+                "through is read and matched"
+            )
     return 0
 
 

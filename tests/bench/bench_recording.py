@@ -42,7 +42,7 @@ class CountingRecorder:
     def run_finished(self, end) -> None:
         pass
 
-    def child(self, *, label: str) -> "CountingRecorder":
+    def child(self, *, label: str) -> CountingRecorder:
         return CountingRecorder(self.totals)
 
 
@@ -86,7 +86,10 @@ def main() -> int:
     n = len(jobs)
     db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     broker = settings.CELERY_BROKER_URL.split(":", 1)[0]
-    print(f"{n} runs ({len(scenarios)} scenarios × {len(policies)} policies × {args.repeats}); database {db}, broker {broker}")
+    print(
+        f"{n} runs ({len(scenarios)} scenarios × {len(policies)} policies × {args.repeats}); "
+        f"database {db}, broker {broker}"
+    )
 
     # 1. in-process, no recording
     totals = {"steps": 0}
@@ -110,7 +113,9 @@ def main() -> int:
         bar(i, n, "in-process, recorded     ")
     inproc_s = time.perf_counter() - started
     inproc_steps = Run.objects.filter(pk__in=recorded_ids).values_list("step_count", flat=True)
-    inproc_steps = sum(inproc_steps) + sum(Run.objects.filter(parent_id__in=recorded_ids).values_list("step_count", flat=True))
+    inproc_steps = sum(inproc_steps) + sum(
+        Run.objects.filter(parent_id__in=recorded_ids).values_list("step_count", flat=True)
+    )
     print()
 
     # 3. through workers, recorded
@@ -118,14 +123,33 @@ def main() -> int:
     logs = []
     procs = []
     for w in range(args.workers):
-        log = open(Path(tmp.name if tmp else tempfile.gettempdir()) / f"bench-worker-{w}.log", "w+")
+        log_dir = Path(tmp.name if tmp else tempfile.gettempdir())
+        log = open(log_dir / f"bench-worker-{w}.log", "w+")  # noqa: SIM115 - closed after the workers stop
         logs.append(log)
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=prefork",
-                 f"--concurrency={args.concurrency}", "-n", f"bench{w}-{os.getpid()}@%h", "-Q", os.environ["RLT_QUEUE"],
-                 "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"],
-                cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "config",
+                    "worker",
+                    "--pool=prefork",
+                    f"--concurrency={args.concurrency}",
+                    "-n",
+                    f"bench{w}-{os.getpid()}@%h",
+                    "-Q",
+                    os.environ["RLT_QUEUE"],
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "--loglevel=INFO",
+                ],
+                cwd=BASE_DIR,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         )
     try:
@@ -168,11 +192,12 @@ def main() -> int:
     for label, steps, seconds in rows:
         print(f"{label:40} {steps:7d} {seconds:9.2f} {steps / seconds:9.1f}")
     ratio = (worker_steps / worker_s) / (plain_steps / plain_s)
-    print(f"\nworkers with recording / in-process without recording: {ratio:.3f} "
-          f"({1 / ratio:.1f}× slower)")
+    print(f"\nworkers with recording / in-process without recording: {ratio:.3f} ({1 / ratio:.1f}× slower)")
     if plain_steps != inproc_steps or plain_steps != worker_steps:
-        print(f"note: step totals differ ({plain_steps}, {inproc_steps}, {worker_steps}): "
-              "runs with jitter or seeds may take different paths")
+        print(
+            f"note: step totals differ ({plain_steps}, {inproc_steps}, {worker_steps}): "
+            "runs with jitter or seeds may take different paths"
+        )
     if tmp:
         tmp.cleanup()
     return 0

@@ -15,13 +15,19 @@ import pytest
 # synchronous and safe, so Django's async-context guard is lifted for browser tests.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-from playwright.sync_api import Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Page, sync_playwright
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 ARTIFACTS = BASE_DIR / "test-artifacts"
 SCREENSHOTS = BASE_DIR / "docs" / "screenshots"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 USERNAME, PASSWORD = "reviewer", "a-long-test-password"
 
 

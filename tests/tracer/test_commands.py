@@ -56,8 +56,15 @@ def test_run_agent_records_a_cassette_that_replays_to_the_same_trace(tmp_path):
     recorded = call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--record", str(cassette))
     assert f"recorded to {cassette}" in recorded
     replayed = call(
-        "run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "replay",
-        "--cassette", str(cassette),
+        "run_agent",
+        "--scenario",
+        "refund-too-old",
+        "--policy",
+        "structured",
+        "--model",
+        "replay",
+        "--cassette",
+        str(cassette),
     )
 
     def trace(text: str) -> list[str]:
@@ -69,7 +76,9 @@ def test_run_agent_records_a_cassette_that_replays_to_the_same_trace(tmp_path):
 
 def test_run_agent_refuses_claude_without_an_api_key_before_recording_anything(settings):
     settings.ANTHROPIC_API_KEY = ""
-    with pytest.raises(CommandError, match="--model: the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY"):
+    with pytest.raises(
+        CommandError, match="--model: the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY"
+    ):
         call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "claude")
     assert not Run.objects.exists()
 
@@ -116,6 +125,15 @@ def test_interrupt_stale_finishes_runs_held_by_a_named_worker():
 def test_run_agent_names_a_cassette_it_cannot_read(tmp_path):
     missing = tmp_path / "missing.json"
     with pytest.raises(CommandError, match=f"--cassette: cassette {missing} does not exist; expected a file written"):
-        call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "replay",
-             "--cassette", str(missing))
+        call(
+            "run_agent",
+            "--scenario",
+            "refund-too-old",
+            "--policy",
+            "structured",
+            "--model",
+            "replay",
+            "--cassette",
+            str(missing),
+        )
     assert not Run.objects.exists()

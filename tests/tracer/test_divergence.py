@@ -10,13 +10,31 @@ TOO_OLD = "Refunds close after 30 days. This order is 239 days old."
 
 
 def failure(number, category="business", retryable=False, message=TOO_OLD):
-    return {"number": number, "ok": False, "content": None, "category": category, "retryable": retryable,
-            "message": message, "backoff_s": 0.0, "latency_ms": 3.0, "empty": False}
+    return {
+        "number": number,
+        "ok": False,
+        "content": None,
+        "category": category,
+        "retryable": retryable,
+        "message": message,
+        "backoff_s": 0.0,
+        "latency_ms": 3.0,
+        "empty": False,
+    }
 
 
 def success(number, content, empty=False):
-    return {"number": number, "ok": True, "content": content, "category": None, "retryable": None,
-            "message": None, "backoff_s": 0.0, "latency_ms": 2.0, "empty": empty}
+    return {
+        "number": number,
+        "ok": True,
+        "content": content,
+        "category": None,
+        "retryable": None,
+        "message": None,
+        "backoff_s": 0.0,
+        "latency_ms": 2.0,
+        "empty": empty,
+    }
 
 
 def tool(index, name, attempts, **input):
@@ -49,7 +67,8 @@ def test_refund_too_old_splits_where_starter_retried_and_structured_answered():
     assert result.split.attempt == 2
     assert "Run A retried process_refund (3 attempts)" in result.split.summary
     assert result.split.summary.endswith(
-        "run B stopped after 1 attempt and sent the result back to the model, which then gave its final answer.")
+        "run B stopped after 1 attempt and sent the result back to the model, which then gave its final answer."
+    )
     split_row = result.rows[0]
     assert split_row.is_split
     assert [a.is_split for a in split_row.attempts] == [False, True, False]
@@ -102,8 +121,14 @@ def test_a_repaired_input_splits_at_the_input_with_the_earlier_error_as_cause():
     message_policy = {"error_format": "message"}
     repaired = [
         tool(1, "convert_currency", [rejected], amount=100, from_currency="GBP", to_currency="EUR"),
-        tool(2, "convert_currency", [success(1, "100.0 USD = 92.0 EUR")], amount=100, from_currency="USD",
-             to_currency="EUR"),
+        tool(
+            2,
+            "convert_currency",
+            [success(1, "100.0 USD = 92.0 EUR")],
+            amount=100,
+            from_currency="USD",
+            to_currency="EUR",
+        ),
         final(3, "100 USD is 92.0 EUR."),
     ]
     repeated = [
@@ -150,10 +175,15 @@ def test_a_different_tool_splits_at_that_step():
 
 
 def test_one_run_answering_where_the_other_calls_a_tool():
-    a = [tool(1, "lookup_orders", [failure(1, "transient", True, "upstream returned 503")], customer="c1"),
-         final(2, "The lookup is down.")]
-    b = [tool(1, "lookup_orders", [success(1, ["0871"])], customer="c1"),
-         tool(2, "process_refund", [success(1, "refunded")], order_id="0871"), final(3, "Refunded.")]
+    a = [
+        tool(1, "lookup_orders", [failure(1, "transient", True, "upstream returned 503")], customer="c1"),
+        final(2, "The lookup is down."),
+    ]
+    b = [
+        tool(1, "lookup_orders", [success(1, ["0871"])], customer="c1"),
+        tool(2, "process_refund", [success(1, "refunded")], order_id="0871"),
+        final(3, "Refunded."),
+    ]
 
     result = run_divergence(a, b, left_policy=STRUCTURED, right_policy=STRUCTURED)
 
@@ -203,14 +233,28 @@ def test_an_empty_result_is_an_error_only_when_the_policy_says_so():
 
 def test_run_differences_name_every_summary_measure():
     def run(**kw):
-        base = dict(tool_call_count=1, error_count=1, retry_count=0, wasted_retry_count=0, total_tokens=100,
-                    stop_reason="final_answer", verdict="pass", final_answer="x")
+        base = dict(
+            tool_call_count=1,
+            error_count=1,
+            retry_count=0,
+            wasted_retry_count=0,
+            total_tokens=100,
+            stop_reason="final_answer",
+            verdict="pass",
+            final_answer="x",
+        )
         return SimpleNamespace(**{**base, **kw})
 
     diffs = run_differences(run(retry_count=2, wasted_retry_count=2, verdict="fail"), run())
 
     assert [d.label for d in diffs] == [
-        "tool calls", "errors", "retries", "retries spent on non-retryable errors", "tokens", "stop reason",
-        "verdict", "final answer",
+        "tool calls",
+        "errors",
+        "retries",
+        "retries spent on non-retryable errors",
+        "tokens",
+        "stop reason",
+        "verdict",
+        "final answer",
     ]
     assert [d.label for d in diffs if d.differs] == ["retries", "retries spent on non-retryable errors", "verdict"]

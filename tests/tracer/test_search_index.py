@@ -29,8 +29,11 @@ def test_answers_and_tool_inputs_have_trigram_indexes_on_the_expression_icontain
 
 
 def test_a_search_finds_a_run_by_its_tool_input_or_its_answer():
-    Run.objects.create(scenario="refund-too-old", final_answer="Refunds close after 30 days.",
-                       search_text='process_refund {"order_id": "0871"}')
+    Run.objects.create(
+        scenario="refund-too-old",
+        final_answer="Refunds close after 30 days.",
+        search_text='process_refund {"order_id": "0871"}',
+    )
     assert run_list(filters={"q": '"0871"'}).count() == 1
     assert run_list(filters={"q": "close AFTER 30"}).count() == 1
     assert run_list(filters={"q": "0999"}).count() == 0

@@ -94,9 +94,17 @@ def test_guard_errors_are_the_errors_in_a_row_at_the_end():
 def test_failing_calls_group_repeats_and_keep_each_error_text_once():
     run = run_with_steps(1)
     steps = [
-        Step(run=run, index=i, tool_name="free_slots", input={"date": "next Friday"},
-             attempts=[attempt(1, category="validation", message="bad date"),
-                       attempt(2, category="validation", message="bad date")], result_content="Error")
+        Step(
+            run=run,
+            index=i,
+            tool_name="free_slots",
+            input={"date": "next Friday"},
+            attempts=[
+                attempt(1, category="validation", message="bad date"),
+                attempt(2, category="validation", message="bad date"),
+            ],
+            result_content="Error",
+        )
         for i in (1, 2, 3)
     ]
     [call] = selectors.failing_calls(steps)
@@ -159,8 +167,12 @@ def test_stop_cases_pair_each_stop_with_another_policys_run():
 
 def test_experiment_pairs_compare_the_first_policy_with_each_other_per_scenario_and_repeat():
     exp = ExperimentFactory(policies=["starter", "structured", "message"])
-    runs = [RunFactory(experiment=exp, scenario=s, policy_name=p)
-            for _ in range(2) for s in ("a", "b") for p in ("starter", "structured", "message")]
+    runs = [
+        RunFactory(experiment=exp, scenario=s, policy_name=p)
+        for _ in range(2)
+        for s in ("a", "b")
+        for p in ("starter", "structured", "message")
+    ]
     pairs = selectors.experiment_pairs(runs=runs, policies=exp.policies)
     assert len(pairs) == 8
     assert pairs[0] == (runs[0], runs[1]) and pairs[1] == (runs[0], runs[2])

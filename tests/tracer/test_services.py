@@ -102,9 +102,8 @@ def test_a_step_and_its_counters_are_written_in_one_transaction(run):
         qs.update = mock.Mock(side_effect=RuntimeError("database went away"))
         return qs
 
-    with mock.patch.object(services.Run.objects, "filter", side_effect=failing_filter):
-        with pytest.raises(RuntimeError):
-            recorder.step_recorded(tool_step(1, [ok_attempt(1)]))
+    with mock.patch.object(services.Run.objects, "filter", side_effect=failing_filter), pytest.raises(RuntimeError):
+        recorder.step_recorded(tool_step(1, [ok_attempt(1)]))
     # the counter update failed, so the step row was rolled back with it
     assert not Step.objects.filter(run=run).exists()
     run.refresh_from_db()

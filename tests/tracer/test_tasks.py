@@ -41,8 +41,13 @@ def test_delivering_the_same_runs_task_twice_records_its_steps_once():
 
 @pytest.mark.parametrize(
     "scenario, policy",
-    [("refund-too-old", "starter"), ("refund-too-old", "structured"), ("lookup-empty", "starter"),
-     ("currency-unsupported", "structured"), ("fatal-credentials", "structured")],
+    [
+        ("refund-too-old", "starter"),
+        ("refund-too-old", "structured"),
+        ("lookup-empty", "starter"),
+        ("currency-unsupported", "structured"),
+        ("fatal-credentials", "structured"),
+    ],
 )
 def test_a_run_executed_by_the_task_records_what_the_agent_core_reports(scenario, policy):
     run = queued(scenario, policy)
@@ -145,8 +150,9 @@ def test_replay_is_refused_for_experiments_with_the_way_to_replay_one_run():
 
 
 def test_a_custom_policy_variant_can_be_launched_like_a_preset():
-    PolicyVariant.objects.create(name="patient", settings={**PRESETS["structured"].settings(),
-                                                           "name": "patient", "max_attempts": 5})
+    PolicyVariant.objects.create(
+        name="patient", settings={**PRESETS["structured"].settings(), "name": "patient", "max_attempts": 5}
+    )
     experiment = experiment_launch(scenarios=["lookup-flaky-exhausted"], policies=["patient"])
     run = experiment.runs.get()
     run_execute_task(run.pk)

@@ -28,8 +28,7 @@ def htmx(target: str) -> dict:
 
 @pytest.mark.parametrize(
     "name,args",
-    [("tracer:runs", []), ("tracer:compare", []), ("tracer:policies", []), ("tracer:stops", []),
-     ("tracer:launch", [])],
+    [("tracer:runs", []), ("tracer:compare", []), ("tracer:policies", []), ("tracer:stops", []), ("tracer:launch", [])],
 )
 def test_every_page_sends_a_visitor_to_the_login_page(client, name, args):
     response = client.get(reverse(name, args=args))
@@ -200,12 +199,23 @@ def test_the_step_poll_without_htmx_goes_to_the_run_page(admin_client):
 
 
 def test_html_in_tool_inputs_outputs_and_answers_is_shown_as_text(admin_client):
-    run = RunFactory(final_answer=f"answer {SCRIPT}", task=f"task {SCRIPT}", scenario="refund-too-old",
-                     transcript=[{"role": "assistant", "content": SCRIPT}], error=SCRIPT, verdict_reason=SCRIPT,
-                     label=SCRIPT)
-    StepFactory(run=run, index=1, input={"order_id": SCRIPT},
-                attempts=[attempt(1, message=SCRIPT), attempt(2, ok=True, content={"html": SCRIPT})],
-                result_content={"error": SCRIPT}, text=SCRIPT)
+    run = RunFactory(
+        final_answer=f"answer {SCRIPT}",
+        task=f"task {SCRIPT}",
+        scenario="refund-too-old",
+        transcript=[{"role": "assistant", "content": SCRIPT}],
+        error=SCRIPT,
+        verdict_reason=SCRIPT,
+        label=SCRIPT,
+    )
+    StepFactory(
+        run=run,
+        index=1,
+        input={"order_id": SCRIPT},
+        attempts=[attempt(1, message=SCRIPT), attempt(2, ok=True, content={"html": SCRIPT})],
+        result_content={"error": SCRIPT},
+        text=SCRIPT,
+    )
     StepFactory(run=run, index=2, kind="final_answer", tool_name="", input=None, attempts=[], text=SCRIPT)
     other = RunFactory(policy_name="starter", final_answer=SCRIPT)
     StepFactory(run=other, index=1, input={"order_id": SCRIPT}, attempts=[attempt(1, message=SCRIPT)])
@@ -238,7 +248,7 @@ def test_compare_highlights_the_split_where_starter_retried_and_structured_answe
     html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
     assert html.count("This is where the runs split") == 1
     split_at = html.index('class="line attempt-line is-split"')
-    split_line = html[split_at:html.index('<div class="line', split_at + 1)]
+    split_line = html[split_at : html.index('<div class="line', split_at + 1)]
     assert "Retry · attempt 2" in split_line
     assert "no retry: the result went back to the model" in split_line
     assert "Cause: this outcome differed — bare &quot;Error&quot; against business · not retryable" in html
@@ -248,8 +258,16 @@ def test_compare_highlights_the_split_where_starter_retried_and_structured_answe
 def test_compare_summarises_the_differences(admin_client):
     a, b = refund_too_old_starter(), refund_too_old_structured()
     html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
-    for label in ("Tool calls", "Errors", "Retries", "Retries spent on non-retryable errors", "Tokens",
-                  "Stop reason", "Verdict", "Final answer"):
+    for label in (
+        "Tool calls",
+        "Errors",
+        "Retries",
+        "Retries spent on non-retryable errors",
+        "Tokens",
+        "Stop reason",
+        "Verdict",
+        "Final answer",
+    ):
         assert f"<th>{label}</th>" in html
     assert html.count('<tr class="differs">') == 5  # retries, wasted, tokens, verdict, final answer
 
@@ -293,14 +311,15 @@ def test_the_policy_matrix_aggregates_each_cell_and_links_to_its_runs(admin_clie
     assert "/?scenario=refund-too-old&amp;policy=starter" in html
     assert "50%" in html and "100%" in html
     assert "1 crash" in html
-    assert "<svg class=\"bar pass\"" in html
+    assert '<svg class="bar pass"' in html
 
 
 def test_the_policy_matrix_shows_only_the_chosen_columns(admin_client):
     refund_too_old_starter()
     refund_too_old_structured()
-    html = admin_client.get(reverse("tracer:policies"), {"policy": "structured"},
-                            headers=htmx("policy-matrix")).content.decode()
+    html = admin_client.get(
+        reverse("tracer:policies"), {"policy": "structured"}, headers=htmx("policy-matrix")
+    ).content.decode()
     assert html.lstrip().startswith('<section id="policy-matrix"')
     assert "<th>structured</th>" in html and "<th>starter</th>" not in html
 
@@ -359,7 +378,7 @@ def test_the_stop_queue_shows_the_failing_call_the_other_policy_and_counts(admin
     RunFactory()
     html = admin_client.get(reverse("tracer:stops")).content.decode()
     assert f"Run #{stopped.pk}" in html
-    assert 'lookup_orders({&quot;customer&quot;: &quot;c-404&quot;})' in html
+    assert "lookup_orders({&quot;customer&quot;: &quot;c-404&quot;})" in html
     assert "unknown customer c-404 (try 1)" in html and "unknown customer c-404 (try 3)" in html
     assert f"Run #{other.pk}</a> under <strong>message</strong>" in html
     assert f"/compare/?a={stopped.pk}&amp;b={other.pk}" in html
@@ -368,9 +387,11 @@ def test_the_stop_queue_shows_the_failing_call_the_other_policy_and_counts(admin
 
 def test_reviewing_a_stop_saves_the_verdict_and_moves_it_to_reviewed(admin_client):
     run = guard_stop()
-    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]),
-                                 {"verdict": "unhelpful_error", "note": "the message never says the id format"},
-                                 headers=HTMX)
+    response = admin_client.post(
+        reverse("tracer:stop-review", args=[run.pk]),
+        {"verdict": "unhelpful_error", "note": "the message never says the id format"},
+        headers=HTMX,
+    )
     assert "stopReviewed" in response["HX-Trigger"]
     assert "unhelpful error message" in response.content.decode()
     review = StopReview.objects.get(run=run)
@@ -389,16 +410,18 @@ def test_a_review_without_a_verdict_names_the_field(admin_client):
 
 def test_a_review_without_javascript_redirects_back(admin_client):
     run = guard_stop()
-    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]),
-                                 {"verdict": "expected", "next": "/stops/?state=all"})
+    response = admin_client.post(
+        reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "next": "/stops/?state=all"}
+    )
     assert response.status_code == 302 and response["Location"] == "/stops/?state=all"
     assert StopReview.objects.get(run=run).verdict == "expected"
 
 
 def test_a_review_never_redirects_off_site(admin_client):
     run = guard_stop()
-    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]),
-                                 {"verdict": "expected", "next": "https://evil.example/"})
+    response = admin_client.post(
+        reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "next": "https://evil.example/"}
+    )
     assert response["Location"] == reverse("tracer:stops")
 
 
@@ -439,8 +462,14 @@ def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_clien
     a = refund_too_old_structured()
     b = refund_too_old_structured()
     b.steps.filter(index=2).update(index=3)
-    StepFactory(run=b, index=2, tool_name="lookup_orders", input={"customer": "c1"},
-                attempts=[attempt(1, ok=True, content=["0871"])], is_error=False)
+    StepFactory(
+        run=b,
+        index=2,
+        tool_name="lookup_orders",
+        input={"customer": "c1"},
+        attempts=[attempt(1, ok=True, content=["0871"])],
+        is_error=False,
+    )
     html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
     assert html.count('class="gap-note">no such step') == 1
     assert "no retry: the result went back to the model" not in html

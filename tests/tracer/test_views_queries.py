@@ -25,12 +25,23 @@ def grow_steps(run: Run, to: int) -> None:
     final = run.steps.get(kind=Step.Kind.FINAL_ANSWER)
     final.index = to
     final.save()
-    Step.objects.bulk_create([
-        Step(run=run, index=i, kind=Step.Kind.TOOL_USE, tool_name="lookup_orders", input={"customer": f"c{i}"},
-             is_error=True, category="transient", retryable=True, result_content="Error",
-             attempts=[{"number": 1, "ok": False, "category": "transient", "retryable": True, "message": "503"}])
-        for i in range(run.steps.count(), to)
-    ])
+    Step.objects.bulk_create(
+        [
+            Step(
+                run=run,
+                index=i,
+                kind=Step.Kind.TOOL_USE,
+                tool_name="lookup_orders",
+                input={"customer": f"c{i}"},
+                is_error=True,
+                category="transient",
+                retryable=True,
+                result_content="Error",
+                attempts=[{"number": 1, "ok": False, "category": "transient", "retryable": True, "message": "503"}],
+            )
+            for i in range(run.steps.count(), to)
+        ]
+    )
 
 
 def test_the_run_page_costs_the_same_for_5_and_500_steps(admin_client):
@@ -87,8 +98,11 @@ def test_the_policy_matrix_costs_the_same_for_5_and_50_runs(admin_client):
         RunFactory(scenario=f"s{i}", policy_name="starter")
     five = queries(admin_client, url)
     for i in range(45):
-        RunFactory(scenario=f"s{i % 9}", policy_name=("starter", "structured", "message")[i % 3],
-                   stop_reason=Run.StopReason.CRASHED if i % 7 == 0 else Run.StopReason.FINAL_ANSWER)
+        RunFactory(
+            scenario=f"s{i % 9}",
+            policy_name=("starter", "structured", "message")[i % 3],
+            stop_reason=Run.StopReason.CRASHED if i % 7 == 0 else Run.StopReason.FINAL_ANSWER,
+        )
     assert queries(admin_client, url) == five
 
 
@@ -108,12 +122,23 @@ def test_the_stop_queue_costs_the_same_for_5_and_20_stops_of_5_and_500_steps(adm
 
 
 def grow_steps_tool_only(run: Run, to: int) -> None:
-    Step.objects.bulk_create([
-        Step(run=run, index=i, kind=Step.Kind.TOOL_USE, tool_name="lookup_orders", input={"customer": "c-404"},
-             is_error=True, category="validation", retryable=False, result_content="Error",
-             attempts=[{"number": 1, "ok": False, "category": "validation", "retryable": False, "message": "no"}])
-        for i in range(run.steps.count() + 1, to + 1)
-    ])
+    Step.objects.bulk_create(
+        [
+            Step(
+                run=run,
+                index=i,
+                kind=Step.Kind.TOOL_USE,
+                tool_name="lookup_orders",
+                input={"customer": "c-404"},
+                is_error=True,
+                category="validation",
+                retryable=False,
+                result_content="Error",
+                attempts=[{"number": 1, "ok": False, "category": "validation", "retryable": False, "message": "no"}],
+            )
+            for i in range(run.steps.count() + 1, to + 1)
+        ]
+    )
 
 
 def test_the_experiment_page_costs_the_same_for_5_and_50_runs(admin_client):

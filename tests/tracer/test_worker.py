@@ -52,7 +52,9 @@ def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdic
                 return run.pk, steps
         return None
 
-    seen_run_id, seen_steps = wait_until(a_run_seen_mid_flight, timeout=60, what="a running run with steps", worker=slow_worker)
+    seen_run_id, seen_steps = wait_until(
+        a_run_seen_mid_flight, timeout=60, what="a running run with steps", worker=slow_worker
+    )
     assert seen_steps == list(range(1, len(seen_steps) + 1))
 
     def done():
@@ -81,7 +83,10 @@ def test_a_duplicate_delivery_to_a_real_worker_records_the_steps_once(worker_pro
     run_execute_task.delay(run.pk)
     run_execute_task.delay(run.pk)
     wait_until(
-        lambda: worker_process.log().count("succeeded in") >= 2, timeout=60, what="both deliveries", worker=worker_process
+        lambda: worker_process.log().count("succeeded in") >= 2,
+        timeout=60,
+        what="both deliveries",
+        worker=worker_process,
     )
     run.refresh_from_db()
     expected = ListRecorder()
@@ -98,8 +103,9 @@ def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(t
     run = run_create(scenario="refund-too-old", policy=PolicyVariant.objects.get(name="starter"))
     run_execute_task.delay(run.pk)
     try:
-        wait_until(lambda: Run.objects.filter(pk=run.pk, step_count__gt=0).exists(), timeout=60, what="a step",
-                   worker=worker)
+        wait_until(
+            lambda: Run.objects.filter(pk=run.pk, step_count__gt=0).exists(), timeout=60, what="a step", worker=worker
+        )
         worker.kill()
     finally:
         worker.stop()
@@ -111,8 +117,12 @@ def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(t
     restarted = WorkerProcess(concurrency=1, name=worker.name)
     try:
         restarted.wait_ready()
-        wait_until(lambda: Run.objects.filter(pk=run.pk, status=Run.Status.FINISHED).exists(), timeout=90,
-                   what="the run to be interrupted", worker=restarted)
+        wait_until(
+            lambda: Run.objects.filter(pk=run.pk, status=Run.Status.FINISHED).exists(),
+            timeout=90,
+            what="the run to be interrupted",
+            worker=restarted,
+        )
     finally:
         restarted.stop()
     run.refresh_from_db()
@@ -123,11 +133,24 @@ def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(t
 
 def test_run_experiment_waits_for_the_worker_and_prints_the_summary_table(worker_process):
     out = StringIO()
-    call_command("run_experiment", "--scenario", "refund-too-old,lookup-empty", "--policy", "starter",
-                 "--policy", "structured", "--wait", "--timeout", "120", stdout=out)
+    call_command(
+        "run_experiment",
+        "--scenario",
+        "refund-too-old,lookup-empty",
+        "--policy",
+        "starter",
+        "--policy",
+        "structured",
+        "--wait",
+        "--timeout",
+        "120",
+        stdout=out,
+    )
     text = out.getvalue()
     assert "4/4 runs finished" in text
-    rows = {tuple(line.split()[:2]): line.split() for line in text.splitlines() if line.startswith(("refund", "lookup"))}
+    rows = {
+        tuple(line.split()[:2]): line.split() for line in text.splitlines() if line.startswith(("refund", "lookup"))
+    }
     # scenario, policy, runs, pass, tool calls, retries, wasted, stop reasons
     assert rows[("refund-too-old", "starter")][2:7] == ["1", "0", "1.0", "2", "2"]
     assert rows[("refund-too-old", "structured")][2:7] == ["1", "1", "1.0", "0", "0"]

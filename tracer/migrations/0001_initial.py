@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,146 +14,240 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Experiment',
+            name="Experiment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('scenarios', models.JSONField(default=list)),
-                ('policies', models.JSONField(default=list)),
-                ('repeats', models.PositiveIntegerField(default=1)),
-                ('model_backend', models.CharField(default='simulated', max_length=20)),
-                ('model_name', models.CharField(blank=True, max_length=100)),
-                ('total_runs', models.PositiveIntegerField(default=0)),
-                ('finished_runs', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("scenarios", models.JSONField(default=list)),
+                ("policies", models.JSONField(default=list)),
+                ("repeats", models.PositiveIntegerField(default=1)),
+                ("model_backend", models.CharField(default="simulated", max_length=20)),
+                ("model_name", models.CharField(blank=True, max_length=100)),
+                ("total_runs", models.PositiveIntegerField(default=0)),
+                ("finished_runs", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='PolicyVariant',
+            name="PolicyVariant",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=40, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('settings', models.JSONField()),
-                ('is_preset', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=40, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("settings", models.JSONField()),
+                ("is_preset", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-is_preset', 'name'],
+                "ordering": ["-is_preset", "name"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('label', models.CharField(blank=True, max_length=200)),
-                ('source', models.CharField(choices=[('agent', 'Agent'), ('import', 'Import')], default='agent', max_length=10)),
-                ('scenario', models.CharField(blank=True, max_length=100)),
-                ('policy_name', models.CharField(blank=True, max_length=40)),
-                ('policy_settings', models.JSONField(blank=True, default=dict)),
-                ('model_backend', models.CharField(default='simulated', max_length=20)),
-                ('model_name', models.CharField(blank=True, max_length=100)),
-                ('task', models.TextField(blank=True)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('finished', 'Finished')], default='queued', max_length=10)),
-                ('stop_reason', models.CharField(blank=True, choices=[('final_answer', 'Final Answer'), ('consecutive_errors', 'Consecutive Errors'), ('max_steps', 'Max Steps'), ('fatal_error', 'Fatal Error'), ('crashed', 'Crashed'), ('interrupted', 'Interrupted')], max_length=20)),
-                ('guard', models.CharField(blank=True, max_length=200)),
-                ('verdict', models.CharField(blank=True, choices=[('pass', 'Pass'), ('fail', 'Fail')], max_length=4)),
-                ('verdict_reason', models.TextField(blank=True)),
-                ('final_answer', models.TextField(blank=True)),
-                ('error', models.TextField(blank=True)),
-                ('transcript', models.JSONField(blank=True, default=list)),
-                ('search_text', models.TextField(blank=True)),
-                ('step_count', models.PositiveIntegerField(default=0)),
-                ('tool_call_count', models.PositiveIntegerField(default=0)),
-                ('error_count', models.PositiveIntegerField(default=0)),
-                ('retry_count', models.PositiveIntegerField(default=0)),
-                ('wasted_retry_count', models.PositiveIntegerField(default=0)),
-                ('input_tokens', models.PositiveIntegerField(default=0)),
-                ('output_tokens', models.PositiveIntegerField(default=0)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('experiment', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='tracer.experiment')),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='children', to='tracer.run')),
-                ('policy', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='runs', to='tracer.policyvariant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("label", models.CharField(blank=True, max_length=200)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("agent", "Agent"), ("import", "Import")], default="agent", max_length=10
+                    ),
+                ),
+                ("scenario", models.CharField(blank=True, max_length=100)),
+                ("policy_name", models.CharField(blank=True, max_length=40)),
+                ("policy_settings", models.JSONField(blank=True, default=dict)),
+                ("model_backend", models.CharField(default="simulated", max_length=20)),
+                ("model_name", models.CharField(blank=True, max_length=100)),
+                ("task", models.TextField(blank=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("queued", "Queued"), ("running", "Running"), ("finished", "Finished")],
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "stop_reason",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("final_answer", "Final Answer"),
+                            ("consecutive_errors", "Consecutive Errors"),
+                            ("max_steps", "Max Steps"),
+                            ("fatal_error", "Fatal Error"),
+                            ("crashed", "Crashed"),
+                            ("interrupted", "Interrupted"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("guard", models.CharField(blank=True, max_length=200)),
+                ("verdict", models.CharField(blank=True, choices=[("pass", "Pass"), ("fail", "Fail")], max_length=4)),
+                ("verdict_reason", models.TextField(blank=True)),
+                ("final_answer", models.TextField(blank=True)),
+                ("error", models.TextField(blank=True)),
+                ("transcript", models.JSONField(blank=True, default=list)),
+                ("search_text", models.TextField(blank=True)),
+                ("step_count", models.PositiveIntegerField(default=0)),
+                ("tool_call_count", models.PositiveIntegerField(default=0)),
+                ("error_count", models.PositiveIntegerField(default=0)),
+                ("retry_count", models.PositiveIntegerField(default=0)),
+                ("wasted_retry_count", models.PositiveIntegerField(default=0)),
+                ("input_tokens", models.PositiveIntegerField(default=0)),
+                ("output_tokens", models.PositiveIntegerField(default=0)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "experiment",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="tracer.experiment",
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="children",
+                        to="tracer.run",
+                    ),
+                ),
+                (
+                    "policy",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="runs",
+                        to="tracer.policyvariant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Step',
+            name="Step",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveIntegerField()),
-                ('kind', models.CharField(choices=[('tool_use', 'Tool Use'), ('final_answer', 'Final Answer')], max_length=12)),
-                ('tool_name', models.CharField(blank=True, max_length=100)),
-                ('tool_use_id', models.CharField(blank=True, max_length=100)),
-                ('input', models.JSONField(blank=True, null=True)),
-                ('attempts', models.JSONField(blank=True, default=list)),
-                ('result_content', models.JSONField(blank=True, null=True)),
-                ('is_error', models.BooleanField(default=False)),
-                ('category', models.CharField(blank=True, max_length=12)),
-                ('retryable', models.BooleanField(blank=True, null=True)),
-                ('retry_count', models.PositiveIntegerField(default=0)),
-                ('latency_ms', models.FloatField(default=0)),
-                ('input_tokens', models.PositiveIntegerField(default=0)),
-                ('output_tokens', models.PositiveIntegerField(default=0)),
-                ('text', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='tracer.run')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("index", models.PositiveIntegerField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("tool_use", "Tool Use"), ("final_answer", "Final Answer")], max_length=12
+                    ),
+                ),
+                ("tool_name", models.CharField(blank=True, max_length=100)),
+                ("tool_use_id", models.CharField(blank=True, max_length=100)),
+                ("input", models.JSONField(blank=True, null=True)),
+                ("attempts", models.JSONField(blank=True, default=list)),
+                ("result_content", models.JSONField(blank=True, null=True)),
+                ("is_error", models.BooleanField(default=False)),
+                ("category", models.CharField(blank=True, max_length=12)),
+                ("retryable", models.BooleanField(blank=True, null=True)),
+                ("retry_count", models.PositiveIntegerField(default=0)),
+                ("latency_ms", models.FloatField(default=0)),
+                ("input_tokens", models.PositiveIntegerField(default=0)),
+                ("output_tokens", models.PositiveIntegerField(default=0)),
+                ("text", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="steps", to="tracer.run"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'index'],
+                "ordering": ["run", "index"],
             },
         ),
         migrations.CreateModel(
-            name='StopReview',
+            name="StopReview",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('verdict', models.CharField(choices=[('unhelpful_error', 'unhelpful error message'), ('model_stuck', 'model stuck'), ('expected', 'expected'), ('other', 'other')], max_length=20)),
-                ('note', models.TextField(blank=True)),
-                ('reviewed_at', models.DateTimeField(auto_now=True)),
-                ('reviewer', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='review', to='tracer.run')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "verdict",
+                    models.CharField(
+                        choices=[
+                            ("unhelpful_error", "unhelpful error message"),
+                            ("model_stuck", "model stuck"),
+                            ("expected", "expected"),
+                            ("other", "other"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("note", models.TextField(blank=True)),
+                ("reviewed_at", models.DateTimeField(auto_now=True)),
+                (
+                    "reviewer",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "run",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="review", to="tracer.run"
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['-created_at', '-id'], name='run_created_idx'),
+            model_name="run",
+            index=models.Index(fields=["-created_at", "-id"], name="run_created_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['scenario', 'policy_name'], name='run_scenario_policy_idx'),
+            model_name="run",
+            index=models.Index(fields=["scenario", "policy_name"], name="run_scenario_policy_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['policy_name'], name='run_policy_idx'),
+            model_name="run",
+            index=models.Index(fields=["policy_name"], name="run_policy_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['status'], name='run_status_idx'),
+            model_name="run",
+            index=models.Index(fields=["status"], name="run_status_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['stop_reason'], name='run_stop_reason_idx'),
+            model_name="run",
+            index=models.Index(fields=["stop_reason"], name="run_stop_reason_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['verdict'], name='run_verdict_idx'),
+            model_name="run",
+            index=models.Index(fields=["verdict"], name="run_verdict_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['model_backend'], name='run_backend_idx'),
+            model_name="run",
+            index=models.Index(fields=["model_backend"], name="run_backend_idx"),
         ),
         migrations.AddConstraint(
-            model_name='step',
-            constraint=models.UniqueConstraint(fields=('run', 'index'), name='step_run_index_unique'),
+            model_name="step",
+            constraint=models.UniqueConstraint(fields=("run", "index"), name="step_run_index_unique"),
         ),
     ]

@@ -7,30 +7,43 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tracer', '0002_preset_policies'),
+        ("tracer", "0002_preset_policies"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['parent', '-created_at', '-id'], name='run_top_created_idx'),
+            model_name="run",
+            index=models.Index(fields=["parent", "-created_at", "-id"], name="run_top_created_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['scenario', 'policy_name', 'parent', '-created_at', '-id'], name='run_scen_pol_created_idx'),
+            model_name="run",
+            index=models.Index(
+                fields=["scenario", "policy_name", "parent", "-created_at", "-id"], name="run_scen_pol_created_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['status', 'scenario', 'policy_name', 'parent', 'verdict', 'stop_reason', 'tool_call_count', 'wasted_retry_count'], name='run_status_matrix_idx'),
+            model_name="run",
+            index=models.Index(
+                fields=[
+                    "status",
+                    "scenario",
+                    "policy_name",
+                    "parent",
+                    "verdict",
+                    "stop_reason",
+                    "tool_call_count",
+                    "wasted_retry_count",
+                ],
+                name="run_status_matrix_idx",
+            ),
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_scenario_policy_idx',
+            model_name="run",
+            name="run_scenario_policy_idx",
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_status_idx',
+            model_name="run",
+            name="run_status_idx",
         ),
     ]

@@ -7,18 +7,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tracer', '0003_run_list_indexes'),
+        ("tracer", "0003_run_list_indexes"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['status', 'scenario', 'policy_name', 'parent', 'verdict', 'stop_reason', 'tool_call_count', 'wasted_retry_count', 'id'], name='run_matrix_cover_idx'),
+            model_name="run",
+            index=models.Index(
+                fields=[
+                    "status",
+                    "scenario",
+                    "policy_name",
+                    "parent",
+                    "verdict",
+                    "stop_reason",
+                    "tool_call_count",
+                    "wasted_retry_count",
+                    "id",
+                ],
+                name="run_matrix_cover_idx",
+            ),
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_status_matrix_idx',
+            model_name="run",
+            name="run_status_matrix_idx",
         ),
     ]

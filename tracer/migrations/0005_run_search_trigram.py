@@ -23,7 +23,9 @@ def create_trigram_indexes(apps, schema_editor):
             return
         for name, column in INDEXES.items():
             # Django's icontains on PostgreSQL compares UPPER(column) LIKE UPPER(pattern).
-            cursor.execute(f'CREATE INDEX IF NOT EXISTS {name} ON tracer_run USING gin (UPPER("{column}") gin_trgm_ops)')
+            cursor.execute(
+                f'CREATE INDEX IF NOT EXISTS {name} ON tracer_run USING gin (UPPER("{column}") gin_trgm_ops)'
+            )
 
 
 def drop_trigram_indexes(apps, schema_editor):
@@ -35,7 +37,6 @@ def drop_trigram_indexes(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("tracer", "0004_run_matrix_index_holds_id"),
     ]

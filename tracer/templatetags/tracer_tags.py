@@ -28,7 +28,9 @@ def outcome(attempt: dict, policy_settings: dict | None = None) -> str:
     "Error", the message, or category · retryable."""
     settings = policy_settings or {}
     error_format = settings.get("error_format", "")
-    label = attempt_outcome(attempt, error_format=error_format, empty_is_error=bool(settings.get("empty_is_error"))).label
+    label = attempt_outcome(
+        attempt, error_format=error_format, empty_is_error=bool(settings.get("empty_is_error"))
+    ).label
     # The message format's label repeats the message, which the row shows beside it.
     return "error" if error_format == "message" and label.startswith("error: ") else label
 

@@ -57,7 +57,7 @@ def progress_bar(done: int, total: int, width: int = 30) -> str:
 def wait_for(experiment: Experiment, *, timeout: float, stdout, idle_hint_after: float = 20.0) -> Experiment:
     """Redraw a progress bar until every run of ``experiment`` has finished, or fail after ``timeout``."""
     started = time.monotonic()
-    tty = hasattr(stdout, "isatty") and stdout.isatty() or sys.stdout.isatty()
+    tty = (hasattr(stdout, "isatty") and stdout.isatty()) or sys.stdout.isatty()
     last_line = ""
     hinted = False
     while True:
@@ -119,15 +119,25 @@ def summary_table(experiment: Experiment) -> str:
     rows = summary_rows(experiment)
     headers = ["scenario", "policy", "runs", "pass", "tool calls", "retries", "wasted", "stop reasons"]
     cells = [
-        [r["scenario"], r["policy"], str(r["runs"]), str(r["pass"]), f"{r['tool_calls']:.1f}", str(r["retries"]),
-         str(r["wasted"]), r["stops"]]
+        [
+            r["scenario"],
+            r["policy"],
+            str(r["runs"]),
+            str(r["pass"]),
+            f"{r['tool_calls']:.1f}",
+            str(r["retries"]),
+            str(r["wasted"]),
+            r["stops"],
+        ]
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
     numeric = {2, 3, 4, 5, 6}
 
     def fmt(row: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))
+        ).rstrip()
 
     lines = [fmt(headers), fmt(["-" * w for w in widths])]
     lines += [fmt(c) for c in cells]

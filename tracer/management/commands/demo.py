@@ -31,5 +31,11 @@ class Command(BaseCommand):
             if opts["wait"]:
                 self.stdout.write(summary_table(existing))
             return
-        launch(stdout=self.stdout, wait=opts["wait"], timeout=opts["timeout"], scenarios=scenarios,
-               policies=DEMO_POLICIES, name=DEMO_NAME)
+        launch(
+            stdout=self.stdout,
+            wait=opts["wait"],
+            timeout=opts["timeout"],
+            scenarios=scenarios,
+            policies=DEMO_POLICIES,
+            name=DEMO_NAME,
+        )

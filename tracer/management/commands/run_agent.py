@@ -59,7 +59,9 @@ class Command(BaseCommand):
         if policy is None:
             names = ", ".join(PolicyVariant.objects.values_list("name", flat=True))
             errors.append(f"--policy: unknown policy {opts['policy']!r}; expected one of: {names}")
-        errors += [f"--model: {m}" for m in model_backend_errors(model_backend=opts["model"], allowed=tuple(MODEL_BACKENDS))]
+        errors += [
+            f"--model: {m}" for m in model_backend_errors(model_backend=opts["model"], allowed=tuple(MODEL_BACKENDS))
+        ]
         if opts["model"] == "replay" and not opts["cassette"]:
             errors.append("--cassette: the replay backend needs a cassette file recorded with --record")
         elif opts["cassette"] and opts["model"] != "replay":
