@@ -107,7 +107,10 @@ class Run(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
 
-    worker = models.CharField(max_length=200, blank=True)  # who claimed it
+    # Who claimed it: the Celery worker's name (``celery@host``; the host name outside a worker) and
+    # the pid of the process that executes it there. Matched by equality, never parsed from text.
+    worker_name = models.CharField(max_length=200, blank=True)
+    worker_pid = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -143,6 +146,8 @@ class Run(models.Model):
             models.Index(fields=["stop_reason"], name="run_stop_reason_idx"),
             models.Index(fields=["verdict"], name="run_verdict_idx"),
             models.Index(fields=["model_backend"], name="run_backend_idx"),
+            # A starting worker and ``interrupt_stale --worker`` look for one name's running runs.
+            models.Index(fields=["worker_name", "status"], name="run_worker_idx"),
         ]
 
     def __str__(self) -> str:

@@ -48,11 +48,6 @@ def _model_backends() -> list[str]:
     return list(MODEL_BACKENDS)
 
 
-def worker_identity() -> str:
-    """Who claims a run: ``<host> pid <pid>``; a worker passes its Celery hostname instead of the host."""
-    return f"{socket.gethostname()} pid {os.getpid()}"
-
-
 # --- validation ------------------------------------------------------------------------------
 
 
@@ -269,7 +264,7 @@ def step_record(*, run: Run, step: StepEvent) -> Step:
     return row
 
 
-def run_start(*, run: Run, start: RunStart, worker: str = "") -> None:
+def run_start(*, run: Run, start: RunStart, worker_name: str = "", worker_pid: int | None = None) -> None:
     """Mark a run running and store what the loop says about it (model name, task, policy snapshot)."""
     fields: dict[str, Any] = {
         "status": Run.Status.RUNNING,
@@ -281,8 +276,9 @@ def run_start(*, run: Run, start: RunStart, worker: str = "") -> None:
     }
     if start.policy_settings:
         fields["policy_settings"] = _jsonable(start.policy_settings)
-    if worker:
-        fields["worker"] = worker
+    if worker_name:
+        fields["worker_name"] = worker_name[:200]
+        fields["worker_pid"] = worker_pid
     # A run claimed by a task already has started_at; a child run gets it now.
     Run.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
     Run.objects.filter(pk=run.pk).exclude(status=Run.Status.FINISHED).update(**fields)
@@ -335,9 +331,18 @@ class DbRecorder:
     Sub-agents get child runs (``parent`` set, no experiment: an experiment counts top-level runs).
     """
 
-    def __init__(self, run: Run, *, worker: str = "", observer=None, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        *,
+        worker_name: str = "",
+        worker_pid: int | None = None,
+        observer=None,
+        deadline: float | None = None,
+    ) -> None:
         self.run = run
-        self.worker = worker
+        self.worker_name = worker_name
+        self.worker_pid = worker_pid
         self.observer = observer
         self.finished = False
         self.step_delay_s = settings.RLT_STEP_DELAY_S
@@ -345,7 +350,7 @@ class DbRecorder:
         self.deadline = deadline if deadline is not None else time.monotonic() + settings.RLT_RUN_TIME_LIMIT_S
 
     def run_started(self, start: RunStart) -> None:
-        run_start(run=self.run, start=start, worker=self.worker)
+        run_start(run=self.run, start=start, worker_name=self.worker_name, worker_pid=self.worker_pid)
         if self.observer is not None:
             self.observer.run_started(start)
 
@@ -380,19 +385,26 @@ class DbRecorder:
             model_backend=parent.model_backend,
             model_name=parent.model_name,
             status=Run.Status.QUEUED,
-            worker=self.worker,
+            worker_name=self.worker_name,
+            worker_pid=self.worker_pid,
         )
         child_observer = self.observer.child(label=label) if self.observer is not None else None
-        return DbRecorder(child_run, worker=self.worker, observer=child_observer, deadline=self.deadline)
+        return DbRecorder(
+            child_run,
+            worker_name=self.worker_name,
+            worker_pid=self.worker_pid,
+            observer=child_observer,
+            deadline=self.deadline,
+        )
 
 
 # --- executing -------------------------------------------------------------------------------
 
 
-def run_claim(*, run_id: int, worker: str) -> bool:
+def run_claim(*, run_id: int, worker_name: str, worker_pid: int | None) -> bool:
     """Atomically move a queued run to running; False when another delivery already took it."""
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started_at=timezone.now(), worker=worker[:200]
+        status=Run.Status.RUNNING, started_at=timezone.now(), worker_name=worker_name[:200], worker_pid=worker_pid
     )
     return claimed == 1
 
@@ -405,7 +417,7 @@ def _crash(recorder: DbRecorder, message: str) -> None:
 def run_execute(
     *,
     run_id: int,
-    worker: str = "",
+    worker_name: str = "",
     cassette: str | None = None,
     record_to: str | None = None,
     observer=None,
@@ -414,13 +426,16 @@ def run_execute(
 
     Returns None, doing nothing, when the run is not queued (a duplicate delivery, or a run that was
     already executed). A run that cannot start, or whose loop raises, ends ``crashed`` with the reason.
+    ``worker_name`` is the Celery worker's name (``celery@host``); outside a worker, this host's name.
+    The run is held by this process: its pid is stored with the name.
     """
-    worker = worker or worker_identity()
-    if not run_claim(run_id=run_id, worker=worker):
+    worker_name = worker_name or socket.gethostname()
+    worker_pid = os.getpid()
+    if not run_claim(run_id=run_id, worker_name=worker_name, worker_pid=worker_pid):
         logger.info("run %s is not queued; duplicate delivery ignored", run_id)
         return None
     run = Run.objects.get(pk=run_id)
-    recorder = DbRecorder(run, worker=worker, observer=observer)
+    recorder = DbRecorder(run, worker_name=worker_name, worker_pid=worker_pid, observer=observer)
     if run.model_backend == "claude" and not settings.ANTHROPIC_API_KEY:
         _crash(
             recorder,
@@ -462,18 +477,17 @@ def run_execute(
     return run
 
 
-def _process_alive(worker: str) -> bool:
-    """Whether the process named in ``<name> pid <pid>`` still runs on this machine."""
-    _, _, pid = worker.rpartition(" pid ")
-    if not pid.isdigit():
+def _process_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` still runs on this machine."""
+    if pid is None:
         return False
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # it exists, under another user
         pass
-    return not _is_zombie(int(pid))
+    return not _is_zombie(pid)
 
 
 def _is_zombie(pid: int) -> bool:
@@ -488,28 +502,38 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
+def _holder(run: Run) -> str:
+    """How a message names the process that held a run: ``celery@host pid 123``."""
+    if not run.worker_name:
+        return "its worker"
+    if run.worker_pid is None:
+        return run.worker_name
+    return f"{run.worker_name} pid {run.worker_pid}"
+
+
 def run_interrupt_stale(
-    *, worker: str | None = None, older_than: timedelta | None = None, skip_live_processes: bool = False
+    *, worker_name: str | None = None, older_than: timedelta | None = None, skip_live_processes: bool = False
 ) -> int:
     """Finish runs left ``running`` by a worker that died, with stop reason ``interrupted``.
 
-    ``worker``: runs claimed under that worker name (a worker passes its own name when it starts).
+    ``worker_name``: runs claimed under exactly that worker name (a worker passes its own name when it
+    starts; ``w@web`` is not ``w@web2``).
     ``older_than``: runs started longer ago than that. At least one must be given.
     ``skip_live_processes``: leave runs whose claiming process still runs on this machine (another
     worker started under the same name). Returns how many runs were interrupted.
     """
-    if worker is None and older_than is None:
-        raise ValueError("give worker or older_than: which running runs are stale")
+    if worker_name is None and older_than is None:
+        raise ValueError("give worker_name or older_than: which running runs are stale")
     stale = Run.objects.filter(status=Run.Status.RUNNING)
-    if worker is not None:
-        stale = stale.filter(worker__startswith=worker)
+    if worker_name is not None:
+        stale = stale.filter(worker_name=worker_name)
     if older_than is not None:
         stale = stale.filter(started_at__lt=timezone.now() - older_than)
     count = 0
-    for run in stale.only("pk", "experiment_id", "parent_id", "worker"):
-        if skip_live_processes and _process_alive(run.worker):
+    for run in stale.only("pk", "experiment_id", "parent_id", "worker_name", "worker_pid"):
+        if skip_live_processes and _process_alive(run.worker_pid):
             continue
-        who = run.worker or "its worker"
+        who = _holder(run)
         finished = run_finish(
             run=run,
             end=RunEnd(stop_reason=INTERRUPTED, error=f"{who} stopped before the run ended; the run was interrupted"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 
 from celery import shared_task
 from celery.signals import worker_ready
@@ -16,8 +15,7 @@ logger = logging.getLogger(__name__)
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def run_execute_task(self, run_id: int) -> None:
     """Execute one queued run. A second delivery of the same run finds it claimed and does nothing."""
-    worker = f"{self.request.hostname} pid {os.getpid()}" if self.request.hostname else services.worker_identity()
-    services.run_execute(run_id=run_id, worker=worker)
+    services.run_execute(run_id=run_id, worker_name=self.request.hostname or "")
 
 
 @worker_ready.connect
@@ -29,7 +27,7 @@ def _interrupt_runs_of_previous_incarnation(sender=None, **kwargs) -> None:
     hostname = getattr(sender, "hostname", None)
     if not hostname:
         return
-    count = services.run_interrupt_stale(worker=f"{hostname} ", skip_live_processes=True)
+    count = services.run_interrupt_stale(worker_name=hostname, skip_live_processes=True)
     if count:
         logger.warning(
             "%s: %d run(s) left running by an earlier worker of this name marked interrupted", hostname, count

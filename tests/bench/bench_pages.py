@@ -370,7 +370,7 @@ class Generator:
             transcript=[{"role": "user", "content": task}]
             + ([{"role": "assistant", "content": answer}] if answer else []),
             search_text="".join(s + "\n" for s in search),
-            worker="bench@host",
+            worker_name="bench@host",
             created_at=created,
             started_at=created,
             finished_at=None if active else created + timedelta(seconds=n + 1),

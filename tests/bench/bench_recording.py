@@ -107,8 +107,9 @@ def main() -> int:
     recorded_ids = []
     for i, (scenario, policy) in enumerate(jobs, 1):
         run = run_create(scenario=scenario, policy=variants[policy])
-        run_claim(run_id=run.pk, worker="bench")
-        agents.run_scenario(scenario, run.policy_settings, recorder=DbRecorder(run, worker="bench"), seed=i)
+        run_claim(run_id=run.pk, worker_name="bench", worker_pid=os.getpid())
+        recorder = DbRecorder(run, worker_name="bench", worker_pid=os.getpid())
+        agents.run_scenario(scenario, run.policy_settings, recorder=recorder, seed=i)
         recorded_ids.append(run.pk)
         bar(i, n, "in-process, recorded     ")
     inproc_s = time.perf_counter() - started

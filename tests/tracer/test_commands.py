@@ -115,11 +115,26 @@ def test_interrupt_stale_finishes_runs_held_by_a_named_worker():
     from tracer.services import run_claim, run_create
 
     run = run_create(scenario="lookup-flaky", policy=PolicyVariant.objects.get(name="starter"))
-    run_claim(run_id=run.pk, worker="celery@gone pid 7")
+    run_claim(run_id=run.pk, worker_name="celery@gone", worker_pid=7)
     out = call("interrupt_stale", "--worker", "celery@gone")
     run.refresh_from_db()
     assert "1 run(s) marked interrupted" in out
     assert run.stop_reason == Run.StopReason.INTERRUPTED
+
+
+def test_interrupt_stale_for_one_worker_leaves_a_worker_whose_name_starts_the_same_alone():
+    from tracer.models import PolicyVariant
+    from tracer.services import run_claim, run_create
+
+    starter = PolicyVariant.objects.get(name="starter")
+    gone = run_create(scenario="lookup-flaky", policy=starter)
+    other = run_create(scenario="lookup-flaky", policy=starter)
+    run_claim(run_id=gone.pk, worker_name="w@web", worker_pid=7)
+    run_claim(run_id=other.pk, worker_name="w@web2", worker_pid=8)
+    out = call("interrupt_stale", "--worker", "w@web")
+    assert "1 run(s) marked interrupted" in out
+    assert Run.objects.get(pk=gone.pk).stop_reason == Run.StopReason.INTERRUPTED
+    assert Run.objects.get(pk=other.pk).status == Run.Status.RUNNING
 
 
 def test_run_agent_names_a_cassette_it_cannot_read(tmp_path):

@@ -62,7 +62,7 @@ def test_a_created_run_is_queued_with_a_snapshot_of_its_policy(starter):
 
 
 def test_counters_match_the_steps_written(run):
-    recorder = DbRecorder(run, worker="w1")
+    recorder = DbRecorder(run, worker_name="w1", worker_pid=11)
     recorder.run_started(start_for(run))
     steps = [
         # starter: a business refusal retried twice, both retries wasted
@@ -187,21 +187,22 @@ def test_sub_agents_get_child_runs_outside_the_experiments_count(starter):
 
 
 def test_a_run_is_claimed_once(run):
-    assert run_claim(run_id=run.pk, worker="w1") is True
-    assert run_claim(run_id=run.pk, worker="w2") is False
+    assert run_claim(run_id=run.pk, worker_name="w1", worker_pid=11) is True
+    assert run_claim(run_id=run.pk, worker_name="w2", worker_pid=12) is False
     run.refresh_from_db()
-    assert run.status == Run.Status.RUNNING and run.worker == "w1" and run.started_at is not None
+    assert run.status == Run.Status.RUNNING and run.started_at is not None
+    assert (run.worker_name, run.worker_pid) == ("w1", 11)
 
 
 def test_runs_left_running_by_a_dead_worker_are_marked_interrupted(starter):
     experiment = Experiment.objects.create(scenarios=["lookup-flaky"], policies=["starter"], total_runs=3)
     dead, alive, old = (run_create(scenario="lookup-flaky", policy=starter, experiment=experiment) for _ in range(3))
-    run_claim(run_id=dead.pk, worker="celery@a pid 1")
-    run_claim(run_id=alive.pk, worker="celery@b pid 2")
-    run_claim(run_id=old.pk, worker="celery@c pid 3")
+    run_claim(run_id=dead.pk, worker_name="celery@a", worker_pid=1)
+    run_claim(run_id=alive.pk, worker_name="celery@b", worker_pid=2)
+    run_claim(run_id=old.pk, worker_name="celery@c", worker_pid=3)
     Run.objects.filter(pk=old.pk).update(started_at=timezone.now() - timedelta(hours=3))
 
-    assert run_interrupt_stale(worker="celery@a ") == 1
+    assert run_interrupt_stale(worker_name="celery@a") == 1
     assert run_interrupt_stale(older_than=timedelta(hours=1)) == 1
     states = {r.pk: (r.status, r.stop_reason) for r in Run.objects.all()}
     assert states[dead.pk] == ("finished", "interrupted")
@@ -213,7 +214,7 @@ def test_runs_left_running_by_a_dead_worker_are_marked_interrupted(starter):
 
 
 def test_interrupting_needs_to_know_which_runs_are_stale():
-    with pytest.raises(ValueError, match="worker or older_than"):
+    with pytest.raises(ValueError, match="worker_name or older_than"):
         run_interrupt_stale()
 
 
@@ -225,9 +226,9 @@ def test_a_starting_worker_leaves_runs_of_live_processes_under_its_name_alone(st
     gone.wait()
     live = run_create(scenario="lookup-flaky", policy=starter)
     dead = run_create(scenario="lookup-flaky", policy=starter)
-    run_claim(run_id=live.pk, worker=f"celery@same pid {os.getpid()}")
-    run_claim(run_id=dead.pk, worker=f"celery@same pid {gone.pid}")
-    assert run_interrupt_stale(worker="celery@same ", skip_live_processes=True) == 1
+    run_claim(run_id=live.pk, worker_name="celery@same", worker_pid=os.getpid())
+    run_claim(run_id=dead.pk, worker_name="celery@same", worker_pid=gone.pid)
+    assert run_interrupt_stale(worker_name="celery@same", skip_live_processes=True) == 1
     assert Run.objects.get(pk=live.pk).status == Run.Status.RUNNING
     assert Run.objects.get(pk=dead.pk).stop_reason == Run.StopReason.INTERRUPTED
 
@@ -240,11 +241,11 @@ def test_a_killed_process_its_parent_has_not_reaped_counts_as_dead_when_interrup
         while not services._is_zombie(child.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert services._is_zombie(child.pid)  # exited, not reaped: it still answers signal 0
-        assert not services._process_alive(f"worker@host pid {child.pid}")
+        assert not services._process_alive(child.pid)
     finally:
         child.wait()
     with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as running:
         try:
-            assert services._process_alive(f"worker@host pid {running.pid}")
+            assert services._process_alive(running.pid)
         finally:
             running.kill()

@@ -68,7 +68,7 @@ def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdic
     assert seen.step_count >= len(seen_steps)
     for run in runs:
         assert run.status == Run.Status.FINISHED
-        assert run.worker.startswith(slow_worker.name + "@")
+        assert run.worker_name.startswith(slow_worker.name + "@") and run.worker_pid
         expected = ListRecorder()
         agents.run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
         what = f"{run.scenario} under {run.policy_name}"

@@ -12,7 +12,7 @@ class Command(BaseCommand):
     help = "Finish, as interrupted, runs left running by a worker that died."
 
     def add_arguments(self, parser):
-        parser.add_argument("--worker", help="runs claimed by this worker name (e.g. celery@host)")
+        parser.add_argument("--worker", help="runs claimed by exactly this worker name (e.g. celery@host)")
         parser.add_argument(
             "--older-than",
             type=float,
@@ -27,5 +27,5 @@ class Command(BaseCommand):
         if worker is None and minutes is None:
             minutes = settings.RLT_STALE_AFTER_S / 60
         older_than = timedelta(minutes=minutes) if minutes is not None else None
-        count = run_interrupt_stale(worker=worker, older_than=older_than)
+        count = run_interrupt_stale(worker_name=worker, older_than=older_than)
         self.stdout.write(f"{count} run(s) marked interrupted")
