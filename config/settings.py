@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("RLT_VAR_DIR", BASE_DIR / "var"))
@@ -17,8 +18,17 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 # (``./rlt up``) or a second test session in the same tree never takes this session's tasks.
 UNDER_PYTEST = "pytest" in sys.modules
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or "insecure-local-only-set-DJANGO_SECRET_KEY-in-production"
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+# Development (DJANGO_DEBUG=1, the default) may run on a fixed, public key; anything else must set its own.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set, and DJANGO_DEBUG is not 1: with DEBUG off the secret key must come "
+            "from the environment. Set DJANGO_SECRET_KEY to a long random value kept out of the repository "
+            "(python3 -c 'import secrets; print(secrets.token_urlsafe(50))'), or DJANGO_DEBUG=1 for development."
+        )
+    SECRET_KEY = "insecure-local-only-set-DJANGO_SECRET_KEY-in-production"
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 
 INSTALLED_APPS = [

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import secrets
 import shutil
 import statistics
 import sys
@@ -357,7 +358,7 @@ class Generator:
             policy_name=policy,
             policy=self.variants.get(policy),
             policy_settings=self.settings.get(policy, {}),
-            model_backend="imported" if imported else "simulated",
+            model_backend=Run.ModelBackend.IMPORTED if imported else Run.ModelBackend.SIMULATED,
             model_name="" if imported else "simulated-1",
             task=task,
             status=(Run.Status.RUNNING if active else Run.Status.FINISHED),
@@ -390,14 +391,14 @@ def generate(args, rng: random.Random) -> dict:
     from django.db import transaction
     from django.utils import timezone
 
-    import agents
+    from agents.scenarios import scenario_names
     from tracer.models import Experiment, Run, Step, StopReview
 
     # The recorder's rows get "now"; the benchmark spreads them over the last 90 days instead.
     Run._meta.get_field("created_at").auto_now_add = False
     Step._meta.get_field("created_at").auto_now_add = False
     gen = Generator(rng=rng, steps_per_run=args.steps_per_run)
-    scenarios = list(agents.scenario_names())
+    scenarios = list(scenario_names())
     presets = gen.presets
     total = args.runs
     now = timezone.now()
@@ -593,6 +594,7 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="rlt-bench-pages-")
     where, pg_name = prepare_database(args.database_url, tmp)
     os.environ["DJANGO_DEBUG"] = "0"  # time the pages as served, not with DEBUG's query log
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # required with DEBUG off
     os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     try:
