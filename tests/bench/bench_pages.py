@@ -358,7 +358,7 @@ class Generator:
             policy_name=policy,
             policy=self.variants.get(policy),
             policy_settings=self.settings.get(policy, {}),
-            model_backend=Run.ModelBackend.IMPORTED if imported else Run.ModelBackend.SIMULATED,
+            model_backend="imported" if imported else "simulated",
             model_name="" if imported else "simulated-1",
             task=task,
             status=(Run.Status.RUNNING if active else Run.Status.FINISHED),
@@ -391,14 +391,14 @@ def generate(args, rng: random.Random) -> dict:
     from django.db import transaction
     from django.utils import timezone
 
-    from agents.scenarios import scenario_names
+    import agents
     from tracer.models import Experiment, Run, Step, StopReview
 
     # The recorder's rows get "now"; the benchmark spreads them over the last 90 days instead.
     Run._meta.get_field("created_at").auto_now_add = False
     Step._meta.get_field("created_at").auto_now_add = False
     gen = Generator(rng=rng, steps_per_run=args.steps_per_run)
-    scenarios = list(scenario_names())
+    scenarios = list(agents.scenario_names())
     presets = gen.presets
     total = args.runs
     now = timezone.now()
