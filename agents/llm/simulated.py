@@ -135,7 +135,7 @@ def reformat_date(value: str, fmt: str) -> str | None:
     target = fmt.replace("YYYY", "%Y").replace("MM", "%m").replace("DD", "%d")
     for reading in DATE_READINGS:
         try:
-            return datetime.strptime(value, reading).strftime(target)
+            return datetime.strptime(value, reading).strftime(target)  # noqa: DTZ007 - a date, no time zone
         except ValueError:
             continue
     return None
