@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
+import psutil
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -140,7 +141,11 @@ class WorkerProcess:
     def kill(self) -> None:
         """SIGKILL the worker and its pool processes: nothing gets to finish or clean up."""
         # The main process first, so it cannot fork a replacement for a pool process killed before it.
-        for pid in [self.proc.pid, *_children_of(self.proc.pid)]:
+        try:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
+        for pid in [self.proc.pid, *(child.pid for child in children)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait()
@@ -154,21 +159,6 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
-
-
-def _children_of(pid: int) -> list[int]:
-    children = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == pid:
-            children.append(int(entry))
-    return children
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import trigger_client_event
 
 from . import selectors
+from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create, stop_review_save
 from .forms import CompareForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm, add_service_errors
 from .models import Run, StopReview
-from .services import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create, stop_review_save
 
 RUNS_PER_PAGE = 50
 STOPS_PER_PAGE = 20

@@ -76,8 +76,10 @@ def main() -> int:
 
     import agents
     from agents.policies import PRESETS
+    from tracer.execution import run_claim
+    from tracer.experiments import experiment_launch, run_create
     from tracer.models import PolicyVariant, Run
-    from tracer.services import DbRecorder, experiment_launch, run_claim, run_create
+    from tracer.recording import DbRecorder
 
     call_command("migrate", verbosity=0, interactive=False)
     scenarios = list(agents.scenario_names())

@@ -15,8 +15,9 @@ from agents import scenario_names
 from agents.policies import PRESET_NAMES
 from tests.conftest import WorkerProcess, purge_test_queue
 from tests.e2e.conftest import save_screenshot
+from tracer.execution import run_execute
+from tracer.experiments import run_create
 from tracer.models import PolicyVariant, Run
-from tracer.services import run_create, run_execute
 
 # Each recorded step waits this long, so a person (and this test) can watch a run while it runs.
 STEP_DELAY_S = 1.5

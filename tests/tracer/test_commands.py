@@ -111,8 +111,9 @@ def test_ensure_login_prints_a_working_password_once():
 
 
 def test_interrupt_stale_finishes_runs_held_by_a_named_worker():
+    from tracer.execution import run_claim
+    from tracer.experiments import run_create
     from tracer.models import PolicyVariant
-    from tracer.services import run_claim, run_create
 
     run = run_create(scenario="lookup-flaky", policy=PolicyVariant.objects.get(name="starter"))
     run_claim(run_id=run.pk, worker_name="celery@gone", worker_pid=7)
@@ -123,8 +124,9 @@ def test_interrupt_stale_finishes_runs_held_by_a_named_worker():
 
 
 def test_interrupt_stale_for_one_worker_leaves_a_worker_whose_name_starts_the_same_alone():
+    from tracer.execution import run_claim
+    from tracer.experiments import run_create
     from tracer.models import PolicyVariant
-    from tracer.services import run_claim, run_create
 
     starter = PolicyVariant.objects.get(name="starter")
     gone = run_create(scenario="lookup-flaky", policy=starter)

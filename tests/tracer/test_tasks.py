@@ -11,8 +11,8 @@ from django.test import override_settings
 import agents
 from agents.events import ListRecorder
 from agents.policies import PRESETS
+from tracer.experiments import experiment_launch, run_create
 from tracer.models import Experiment, PolicyVariant, Run, Step
-from tracer.services import experiment_launch, run_create
 from tracer.tasks import run_execute_task
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ from django.core.management import call_command
 import agents
 from agents.events import ListRecorder
 from tests.conftest import WorkerProcess, purge_test_queue
+from tracer.experiments import experiment_launch, run_create
 from tracer.models import PolicyVariant, Run, Step
-from tracer.services import experiment_launch, run_create
 from tracer.tasks import run_execute_task
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -10,8 +10,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from tracer.experiments import experiment_launch
 from tracer.models import Experiment, Run
-from tracer.services import experiment_launch
 
 OPTION_OF_FIELD = {"scenarios": "--scenario", "policies": "--policy", "model_backend": "--model"}
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from tracer.services import run_interrupt_stale
+from tracer.execution import run_interrupt_stale
 
 
 class Command(BaseCommand):

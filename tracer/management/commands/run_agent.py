@@ -5,8 +5,9 @@ from django.urls import reverse
 
 from agents.__main__ import PrintRecorder
 from agents.llm.replay import Cassette
+from tracer.execution import run_execute
+from tracer.experiments import model_backend_errors, run_create
 from tracer.models import PolicyVariant, Run
-from tracer.services import model_backend_errors, run_create, run_execute
 
 
 class _Text:

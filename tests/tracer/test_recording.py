@@ -1,24 +1,22 @@
-"""The recorder and the launch services, against hand-made agent events."""
+"""The recorder: a run's start, each step with its counters, its end and its sub-agents' child runs.
+
+Against hand-made agent events, so each counter is checked against steps whose retries are known.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.db import connection
 from django.db.models import Sum
-from django.utils import timezone
 
-from agents.events import CONSECUTIVE_ERRORS, FINAL_ANSWER, RunEnd, RunStart, Verdict
-from agents.policies import PRESETS
+from agents.events import RunEnd, RunStart, Verdict
 from tests.conftest import failed_attempt, final_step, ok_attempt, tool_step
-from tracer import services
+from tracer import recording
+from tracer.experiments import run_create
 from tracer.models import Experiment, PolicyVariant, Run, Step
-from tracer.services import DbRecorder, run_claim, run_create, run_interrupt_stale
+from tracer.recording import DbRecorder
 
 pytestmark = pytest.mark.django_db
 
@@ -42,23 +40,6 @@ def starter() -> PolicyVariant:
 @pytest.fixture
 def run(starter) -> Run:
     return run_create(scenario="refund-too-old", policy=starter)
-
-
-def test_the_four_presets_exist_as_policy_variants_with_their_settings():
-    presets = {v.name: v for v in PolicyVariant.objects.filter(is_preset=True)}
-    assert set(presets) == {"fragile", "starter", "message", "structured"}
-    for name, variant in presets.items():
-        assert variant.settings == PRESETS[name].settings()
-
-
-def test_a_created_run_is_queued_with_a_snapshot_of_its_policy(starter):
-    run = run_create(scenario="lookup-empty", policy=starter)
-    starter.settings = {**starter.settings, "max_attempts": 9}
-    starter.save()
-    run.refresh_from_db()
-    assert run.status == Run.Status.QUEUED
-    assert run.policy_name == "starter"
-    assert run.policy_settings["max_attempts"] == 3
 
 
 def test_counters_match_the_steps_written(run):
@@ -95,14 +76,14 @@ def test_counters_match_the_steps_written(run):
 def test_a_step_and_its_counters_are_written_in_one_transaction(run):
     recorder = DbRecorder(run)
     recorder.run_started(start_for(run))
-    real_update = services.Run.objects.filter
+    real_update = recording.Run.objects.filter
 
     def failing_filter(*args, **kwargs):
         qs = real_update(*args, **kwargs)
         qs.update = mock.Mock(side_effect=RuntimeError("database went away"))
         return qs
 
-    with mock.patch.object(services.Run.objects, "filter", side_effect=failing_filter), pytest.raises(RuntimeError):
+    with mock.patch.object(recording.Run.objects, "filter", side_effect=failing_filter), pytest.raises(RuntimeError):
         recorder.step_recorded(tool_step(1, [ok_attempt(1)]))
     # the counter update failed, so the step row was rolled back with it
     assert not Step.objects.filter(run=run).exists()
@@ -138,7 +119,7 @@ def test_finishing_a_run_stores_its_end_and_counts_it_in_its_experiment(starter)
     recorder.run_started(start_for(run))
     recorder.step_recorded(final_step(1, "Sorry, a system error occurred."))
     end = RunEnd(
-        stop_reason=FINAL_ANSWER,
+        stop_reason=Run.StopReason.FINAL_ANSWER,
         final_answer="Sorry, a system error occurred.",
         verdict=Verdict(passed=False, reason="blames a generic error instead of the 30-day window"),
         transcript=[{"role": "user", "content": "Refund order 0871."}],
@@ -159,7 +140,7 @@ def test_finishing_a_run_stores_its_end_and_counts_it_in_its_experiment(starter)
 def test_a_guard_stop_records_the_guard(run):
     recorder = DbRecorder(run)
     recorder.run_started(start_for(run))
-    recorder.run_finished(RunEnd(stop_reason=CONSECUTIVE_ERRORS, guard="3 tool errors in a row"))
+    recorder.run_finished(RunEnd(stop_reason=Run.StopReason.CONSECUTIVE_ERRORS, guard="3 tool errors in a row"))
     run.refresh_from_db()
     assert run.stop_reason == Run.StopReason.CONSECUTIVE_ERRORS
     assert run.guard == "3 tool errors in a row"
@@ -174,78 +155,13 @@ def test_sub_agents_get_child_runs_outside_the_experiments_count(starter):
     child = recorder.child(label="look up order 1050")
     child.run_started(start_for(parent))
     child.step_recorded(tool_step(1, [ok_attempt(1)], tool="lookup_orders"))
-    child.run_finished(RunEnd(stop_reason=FINAL_ANSWER, final_answer="found it"))
+    child.run_finished(RunEnd(stop_reason=Run.StopReason.FINAL_ANSWER, final_answer="found it"))
     experiment.refresh_from_db()
     assert experiment.finished_runs == 0
     child_run = Run.objects.get(parent=parent)
     assert child_run.label == "look up order 1050"
     assert child_run.experiment is None
     assert child_run.status == Run.Status.FINISHED and child_run.step_count == 1
-    recorder.run_finished(RunEnd(stop_reason=FINAL_ANSWER, final_answer="partial report"))
+    recorder.run_finished(RunEnd(stop_reason=Run.StopReason.FINAL_ANSWER, final_answer="partial report"))
     experiment.refresh_from_db()
     assert experiment.finished_runs == 1
-
-
-def test_a_run_is_claimed_once(run):
-    assert run_claim(run_id=run.pk, worker_name="w1", worker_pid=11) is True
-    assert run_claim(run_id=run.pk, worker_name="w2", worker_pid=12) is False
-    run.refresh_from_db()
-    assert run.status == Run.Status.RUNNING and run.started_at is not None
-    assert (run.worker_name, run.worker_pid) == ("w1", 11)
-
-
-def test_runs_left_running_by_a_dead_worker_are_marked_interrupted(starter):
-    experiment = Experiment.objects.create(scenarios=["lookup-flaky"], policies=["starter"], total_runs=3)
-    dead, alive, old = (run_create(scenario="lookup-flaky", policy=starter, experiment=experiment) for _ in range(3))
-    run_claim(run_id=dead.pk, worker_name="celery@a", worker_pid=1)
-    run_claim(run_id=alive.pk, worker_name="celery@b", worker_pid=2)
-    run_claim(run_id=old.pk, worker_name="celery@c", worker_pid=3)
-    Run.objects.filter(pk=old.pk).update(started_at=timezone.now() - timedelta(hours=3))
-
-    assert run_interrupt_stale(worker_name="celery@a") == 1
-    assert run_interrupt_stale(older_than=timedelta(hours=1)) == 1
-    states = {r.pk: (r.status, r.stop_reason) for r in Run.objects.all()}
-    assert states[dead.pk] == ("finished", "interrupted")
-    assert states[old.pk] == ("finished", "interrupted")
-    assert states[alive.pk] == ("running", "")
-    assert "celery@a pid 1 stopped before the run ended" in Run.objects.get(pk=dead.pk).error
-    experiment.refresh_from_db()
-    assert experiment.finished_runs == 2
-
-
-def test_interrupting_needs_to_know_which_runs_are_stale():
-    with pytest.raises(ValueError, match="worker_name or older_than"):
-        run_interrupt_stale()
-
-
-def test_a_starting_worker_leaves_runs_of_live_processes_under_its_name_alone(starter):
-    import os
-    import subprocess
-
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    live = run_create(scenario="lookup-flaky", policy=starter)
-    dead = run_create(scenario="lookup-flaky", policy=starter)
-    run_claim(run_id=live.pk, worker_name="celery@same", worker_pid=os.getpid())
-    run_claim(run_id=dead.pk, worker_name="celery@same", worker_pid=gone.pid)
-    assert run_interrupt_stale(worker_name="celery@same", skip_live_processes=True) == 1
-    assert Run.objects.get(pk=live.pk).status == Run.Status.RUNNING
-    assert Run.objects.get(pk=dead.pk).stop_reason == Run.StopReason.INTERRUPTED
-
-
-def test_a_killed_process_its_parent_has_not_reaped_counts_as_dead_when_interrupting_runs():
-    """A killed worker's pool process can linger as a zombie (init reaps it late): it runs nothing."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    try:
-        deadline = time.monotonic() + 10
-        while not services._is_zombie(child.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert services._is_zombie(child.pid)  # exited, not reaped: it still answers signal 0
-        assert not services._process_alive(child.pid)
-    finally:
-        child.wait()
-    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as running:
-        try:
-            assert services._process_alive(running.pid)
-        finally:
-            running.kill()

@@ -1,0 +1,232 @@
+"""Experiments: launching them, and the dashboard's other writes about what runs and how it is judged.
+
+``experiment_launch`` validates every input, creates one queued run per scenario × policy × repeat
+in one transaction and sends their tasks once it commits; ``run_create`` makes one queued run with a
+snapshot of its policy. Policy variants (``policy_variant_create``) and reviews of guard stops
+(``stop_review_save``) are written here too. Executing a run is ``execution``'s, recording it
+``recording``'s.
+
+HackSoft style: keyword-only typed arguments, ``<entity>_<action>`` names; each raises
+``ValidationError`` naming every invalid field, and then writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from agents.policies import PolicyError, policy_from_dict
+
+from .models import Experiment, PolicyVariant, Run, StopReview
+from .tasks import run_execute_task
+
+MAX_REPEATS = 50
+MAX_EXPERIMENT_RUNS = 2000
+# Backends an experiment can use. ``replay`` needs a cassette per run: use ``run_agent --cassette``.
+EXPERIMENT_BACKENDS = ("simulated", "claude")
+
+
+def _scenario_names() -> list[str]:
+    from agents import scenario_names
+
+    return list(scenario_names())
+
+
+def _model_backends() -> list[str]:
+    from agents import MODEL_BACKENDS
+
+    return list(MODEL_BACKENDS)
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _check_names(*, values: Any, known: list[str], what: str) -> tuple[list[str], list[str]]:
+    """Return (clean values, errors) for a list of names that must each be one of ``known``."""
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        return [], [f"expected a list of {what} names, got {type(values).__name__}"]
+    if not values:
+        return [], [f"choose at least one {what}; expected one or more of: {', '.join(known)}"]
+    errors = []
+    clean: list[str] = []
+    for value in values:
+        if value not in known:
+            errors.append(f"unknown {what} {value!r}; expected one of: {', '.join(known)}")
+        elif value not in clean:
+            clean.append(value)
+    return clean, errors
+
+
+def model_backend_errors(*, model_backend: Any, allowed: tuple[str, ...]) -> list[str]:
+    """What is wrong with choosing ``model_backend`` here (empty when it can run)."""
+    known = [b for b in _model_backends() if b in allowed] or list(allowed)
+    if model_backend not in known:
+        if model_backend == "replay" and "replay" in _model_backends():
+            return [
+                "replay needs a recorded cassette for each run; replay one run with "
+                "`manage.py run_agent --model replay --cassette FILE`"
+            ]
+        return [f"unknown model backend {model_backend!r}; expected one of: {', '.join(known)}"]
+    if model_backend == "claude" and not settings.ANTHROPIC_API_KEY:
+        return [
+            "the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY in the environment of the "
+            "web process and the workers, or choose simulated"
+        ]
+    return []
+
+
+def _policy_variants(names: list[str]) -> dict[str, PolicyVariant]:
+    return {v.name: v for v in PolicyVariant.objects.filter(name__in=names)}
+
+
+# --- launching -------------------------------------------------------------------------------
+
+
+def run_create(
+    *,
+    scenario: str,
+    policy: PolicyVariant,
+    model_backend: str = "simulated",
+    experiment: Experiment | None = None,
+) -> Run:
+    """A queued run of ``scenario`` under ``policy``, with a snapshot of the policy's settings."""
+    model_name = settings.ANTHROPIC_MODEL if model_backend == "claude" else ""
+    return Run.objects.create(
+        experiment=experiment,
+        scenario=scenario,
+        policy=policy,
+        policy_name=policy.name,
+        policy_settings=dict(policy.settings),
+        model_backend=model_backend,
+        model_name=model_name,
+        status=Run.Status.QUEUED,
+    )
+
+
+def experiment_launch(
+    *,
+    scenarios: list[str],
+    policies: list[str],
+    model_backend: str = "simulated",
+    repeats: int = 1,
+    user=None,
+    name: str = "",
+) -> Experiment:
+    """Create an experiment with one queued run per scenario × policy × repeat and enqueue them.
+
+    Raises ``ValidationError`` whose ``message_dict`` names each invalid field and what is expected;
+    then nothing is written. Tasks are sent only once the transaction commits.
+    """
+    errors: dict[str, list[str]] = {}
+    clean_scenarios, scenario_errors = _check_names(values=scenarios, known=_scenario_names(), what="scenario")
+    if scenario_errors:
+        errors["scenarios"] = scenario_errors
+    known_policies = list(PolicyVariant.objects.values_list("name", flat=True))
+    clean_policies, policy_errors = _check_names(values=policies, known=known_policies, what="policy")
+    if policy_errors:
+        errors["policies"] = policy_errors
+    backend_errors = model_backend_errors(model_backend=model_backend, allowed=EXPERIMENT_BACKENDS)
+    if backend_errors:
+        errors["model_backend"] = backend_errors
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        errors["repeats"] = [f"expected a whole number from 1 to {MAX_REPEATS}, got {repeats!r}"]
+    if not isinstance(name, str) or len(name) > 200:
+        errors["name"] = ["expected text of at most 200 characters"]
+    if not errors:
+        total = len(clean_scenarios) * len(clean_policies) * repeats
+        if total > MAX_EXPERIMENT_RUNS:
+            errors["repeats"] = [
+                f"{len(clean_scenarios)} scenarios × {len(clean_policies)} policies × {repeats} repeats is "
+                f"{total} runs; expected at most {MAX_EXPERIMENT_RUNS}: choose fewer"
+            ]
+    if errors:
+        raise ValidationError(errors)
+
+    variants = _policy_variants(clean_policies)
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            name=name.strip(),
+            scenarios=clean_scenarios,
+            policies=clean_policies,
+            repeats=repeats,
+            model_backend=model_backend,
+            model_name=settings.ANTHROPIC_MODEL if model_backend == "claude" else "",
+            total_runs=len(clean_scenarios) * len(clean_policies) * repeats,
+            created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
+        )
+        runs = []
+        for _ in range(repeats):
+            for scenario in clean_scenarios:
+                for policy_name in clean_policies:
+                    runs.append(
+                        run_create(
+                            scenario=scenario,
+                            policy=variants[policy_name],
+                            model_backend=model_backend,
+                            experiment=experiment,
+                        )
+                    )
+        for run in runs:
+            run_execute_task.delay_on_commit(run.pk)
+    return experiment
+
+
+def policy_settings_validate(*, data: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a policy variant built from ``data``; ``ValidationError`` per invalid field."""
+    try:
+        return policy_from_dict(data).settings()
+    except PolicyError as exc:
+        raise ValidationError({field: [message] for field, message in exc.errors.items()}) from None
+
+
+# --- policy variants and stop reviews ---------------------------------------------------------
+
+
+def policy_variant_create(*, name: str, settings: dict[str, Any], user=None) -> PolicyVariant:
+    """A user's policy variant built from a preset (``settings["base"]``) and the settings that differ.
+
+    Raises ``ValidationError`` whose ``message_dict`` names each invalid field (a taken name too);
+    then nothing is written.
+    """
+    errors: dict[str, list[str]] = {}
+    clean: dict[str, Any] = {}
+    try:
+        clean = policy_settings_validate(data={**settings, "name": name})
+    except ValidationError as exc:
+        errors = exc.message_dict
+        if "name" in errors:
+            errors["name"] = [f"use lowercase letters, digits, - and _, starting with a letter or digit; got {name!r}"]
+    if PolicyVariant.objects.filter(name=name).exists():
+        errors.setdefault("name", []).append(f"a policy named {name!r} already exists; choose another name")
+    if errors:
+        raise ValidationError(errors)
+    return PolicyVariant.objects.create(
+        name=clean["name"],
+        description=clean["description"],
+        settings=clean,
+        is_preset=False,
+        created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
+    )
+
+
+def stop_review_save(*, run: Run, verdict: str, note: str = "", user=None) -> StopReview:
+    """Record (or change) a reviewer's verdict on a run that a guard stopped."""
+    errors: dict[str, list[str]] = {}
+    if verdict not in StopReview.Verdict.values:
+        errors["verdict"] = [f"expected one of: {', '.join(StopReview.Verdict.values)}"]
+    if run.stop_reason not in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS):
+        errors["run"] = [f"run {run.pk} was not stopped by a guard (stop reason {run.stop_reason or 'none'})"]
+    if errors:
+        raise ValidationError(errors)
+    review, _ = StopReview.objects.update_or_create(
+        run=run,
+        defaults={
+            "verdict": verdict,
+            "note": note.strip(),
+            "reviewer": user if user is not None and getattr(user, "is_authenticated", False) else None,
+        },
+    )
+    return review
