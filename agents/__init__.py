@@ -1,60 +1,13 @@
 """The agent core: tools, errors, policies, the repair loop, model backends and scenarios. No Django here.
 
-``run_scenario`` is what the tracer calls: it runs one scenario under one policy with one model
-backend and reports the run to a recorder as it happens.
+Import from the modules themselves; this ``__init__`` imports nothing, so ``import agents.events``
+or ``agents.policies`` stays light (no ``anthropic`` SDK, no scenarios) and a lazy import elsewhere
+is really lazy:
+
+- ``vocabulary``: stop reasons, step kinds, error categories and formats, retry rules, backend names
+- ``events``: what the loop reports, and the ``Recorder`` protocol; ``trace``: those events as text
+- ``errors``, ``runner``, ``tools``: failures, validate-then-run, the tools
+- ``policies``: the harness policies; ``llm``: the model backends (``llm.registry.make_backend``)
+- ``loop``: the repair loop; ``scenarios``: the tasks and their judges
+- ``run``: ``run_scenario``, what the tracer and ``python -m agents`` call
 """
-
-from __future__ import annotations
-
-from pathlib import Path
-from typing import Any
-
-from .events import ListRecorder, Recorder
-from .llm import MODEL_BACKENDS, ModelBackend, make_backend
-from .loop import RunResult, Session, run_agent
-from .policies import PRESETS, Policy, PolicyError, get_policy, policy_from_dict
-from .scenarios import SCENARIOS, Scenario, get_scenario, scenario_names
-from .trace import format_end, format_step
-
-__all__ = [
-    "MODEL_BACKENDS",
-    "PRESETS",
-    "SCENARIOS",
-    "Policy",
-    "PolicyError",
-    "RunResult",
-    "Scenario",
-    "format_end",
-    "format_step",
-    "get_policy",
-    "policy_from_dict",
-    "run_scenario",
-    "scenario_names",
-]
-
-
-def run_scenario(
-    scenario: str,
-    policy: Policy | str | dict[str, Any],
-    *,
-    model: str | ModelBackend = "simulated",
-    recorder: Recorder | None = None,
-    cassette: str | Path | None = None,
-    record_to: str | Path | None = None,
-    seed: int = 0,
-) -> RunResult:
-    """Run ``scenario`` under ``policy`` with the ``model`` backend, reporting to ``recorder`` as it goes.
-
-    Raises ``ValueError`` (``PolicyError`` for a policy) for an unknown scenario, policy or model, or an
-    unreadable cassette; anything that goes wrong inside the run ends it with a stop reason instead.
-    """
-    found = get_scenario(scenario)
-    chosen = policy if isinstance(policy, Policy) else get_policy(policy)
-    backend = model if isinstance(model, ModelBackend) else make_backend(model, cassette=cassette, record_to=record_to)
-    recorder = recorder if recorder is not None else ListRecorder()
-    session = Session(backend=backend, policy=chosen, recorder=recorder, seed=seed)
-    built = found.build(session)
-    try:
-        return run_agent(found.spec(built), policy=chosen, session=session, recorder=recorder, judge=built.judge)
-    finally:
-        backend.close(scenario=found.name, policy=chosen.name, seed=seed)

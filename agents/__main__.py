@@ -10,38 +10,14 @@ import json
 import sys
 from typing import Any, TextIO
 
-from . import MODEL_BACKENDS, PRESETS, SCENARIOS, PolicyError, format_end, format_step, get_policy, run_scenario
-from .events import FINAL, RunEnd, RunStart, StepEvent
-from .llm import make_backend
+from .llm.registry import make_backend
+from .policies import PRESETS, PolicyError, get_policy
+from .run import run_scenario
+from .scenarios import SCENARIOS
+from .trace import PrintRecorder
+from .vocabulary import ModelBackendName
 
 USAGE_ERROR = 2
-
-
-class PrintRecorder:
-    """Prints each step as the loop reports it; a sub-agent's run is printed indented, where it happens."""
-
-    def __init__(self, out: TextIO, indent: str = "") -> None:
-        self.out = out
-        self.indent = indent
-
-    def _print(self, text: str) -> None:
-        for line in text.splitlines():
-            print(self.indent + line, file=self.out, flush=True)
-
-    def run_started(self, start: RunStart) -> None:
-        if self.indent:
-            self._print(f"task: {start.task}")
-
-    def step_recorded(self, step: StepEvent) -> None:
-        if step.kind != FINAL:
-            self._print(format_step(step))
-
-    def run_finished(self, end: RunEnd) -> None:
-        self._print(format_end(end))
-
-    def child(self, *, label: str) -> PrintRecorder:
-        self._print(f"  [{label}]")
-        return PrintRecorder(self.out, self.indent + "    ")
 
 
 def _policy_arg(value: str) -> Any:
@@ -66,7 +42,9 @@ def parser() -> argparse.ArgumentParser:
         required=True,
         help=f"a preset ({', '.join(PRESETS)}) or a JSON object of settings with an optional base",
     )
-    run.add_argument("--model", default="simulated", help=f"model backend: {', '.join(MODEL_BACKENDS)}")
+    run.add_argument(
+        "--model", default=ModelBackendName.SIMULATED, help=f"model backend: {', '.join(ModelBackendName)}"
+    )
     run.add_argument("--cassette", help="a recorded cassette to replay (with --model replay)")
     run.add_argument("--record", help="write this run's model requests and responses to a cassette file")
     run.add_argument("--seed", type=int, default=0, help="seed for the backoff jitter")
@@ -81,14 +59,14 @@ def list_all(out: TextIO) -> None:
     print("policies:", file=out)
     for p in PRESETS.values():
         print(f"  {p.name:24} {p.description}", file=out)
-    print(f"model backends: {', '.join(MODEL_BACKENDS)} (simulated is deterministic rules, not Claude)", file=out)
+    print(f"model backends: {', '.join(ModelBackendName)} (simulated is deterministic rules, not Claude)", file=out)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> None:
     if args.scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {args.scenario!r}; expected one of: {', '.join(SCENARIOS)}")
     policy = get_policy(_policy_arg(args.policy))
-    if args.cassette and args.model != "replay":
+    if args.cassette and args.model != ModelBackendName.REPLAY:
         raise ValueError("--cassette is only read by --model replay")
     backend = make_backend(args.model, cassette=args.cassette, record_to=args.record)
     scenario = SCENARIOS[args.scenario]

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .events import CATEGORIES
+from .vocabulary import ErrorCategory
 
-RETRYABLE = frozenset({"transient"})
+RETRYABLE = frozenset({ErrorCategory.TRANSIENT})
 
 # Lesson 001's kinds of failure and the categories that belong to each.
-KINDS: dict[str, tuple[str, ...]] = {
-    "model-fixable": ("validation",),
-    "transient": ("transient",),
-    "permanent-but-survivable": ("permission", "business"),
-    "fatal": ("fatal",),
+KINDS: dict[str, tuple[ErrorCategory, ...]] = {
+    "model-fixable": (ErrorCategory.VALIDATION,),
+    "transient": (ErrorCategory.TRANSIENT,),
+    "permanent-but-survivable": (ErrorCategory.PERMISSION, ErrorCategory.BUSINESS),
+    "fatal": (ErrorCategory.FATAL,),
 }
 
 
@@ -30,10 +30,14 @@ class ToolFailure(Exception):
     """
 
     def __init__(self, category: str, message: str, *, retryable: bool | None = None) -> None:
-        if category not in CATEGORIES:
-            raise ValueError(f"unknown failure category {category!r}; expected one of {', '.join(CATEGORIES)}")
+        try:
+            known = ErrorCategory(category)
+        except ValueError:
+            raise ValueError(
+                f"unknown failure category {category!r}; expected one of {', '.join(ErrorCategory)}"
+            ) from None
         super().__init__(message)
-        self.category = category
+        self.category = known
         self.message = message
         self.retryable = category in RETRYABLE if retryable is None else retryable
 
@@ -43,7 +47,7 @@ def kind_of(category: str) -> str:
     for kind, categories in KINDS.items():
         if category in categories:
             return kind
-    raise ValueError(f"unknown failure category {category!r}; expected one of {', '.join(CATEGORIES)}")
+    raise ValueError(f"unknown failure category {category!r}; expected one of {', '.join(ErrorCategory)}")
 
 
 def error_json(category: str, message: str, *, retryable: bool | None = None) -> dict[str, Any]:

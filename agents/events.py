@@ -2,7 +2,8 @@
 
 The loop knows nothing of storage: it hands a ``RunStart``, one ``StepEvent`` per step and a
 ``RunEnd`` to the ``Recorder`` it is given. ``tracer`` supplies a recorder that writes each step to
-the database as it happens; ``ListRecorder`` keeps them in memory (tests, the command line).
+the database as it happens; ``ListRecorder`` keeps them in memory (tests, the command line). The
+values these events carry (stop reasons, step kinds, categories) are spelled in ``agents.vocabulary``.
 """
 
 from __future__ import annotations
@@ -19,22 +20,6 @@ def _known_fields(cls: type[T], data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
-# Stop reasons (DESIGN.md vocabulary). ``interrupted`` is set by the tracer, not the loop.
-FINAL_ANSWER = "final_answer"
-CONSECUTIVE_ERRORS = "consecutive_errors"
-MAX_STEPS = "max_steps"
-FATAL_ERROR = "fatal_error"
-CRASHED = "crashed"
-INTERRUPTED = "interrupted"
-STOP_REASONS = (FINAL_ANSWER, CONSECUTIVE_ERRORS, MAX_STEPS, FATAL_ERROR, CRASHED, INTERRUPTED)
-
-# Failure categories (lesson 002 plus lesson 001's fatal kind).
-CATEGORIES = ("validation", "transient", "permission", "business", "fatal")
-
-TOOL_USE = "tool_use"
-FINAL = "final_answer"
-
-
 @dataclass
 class Attempt:
     """One try of one tool call, as the harness saw it."""
@@ -42,7 +27,7 @@ class Attempt:
     number: int  # 1-based
     ok: bool
     content: Any  # what the tool produced (text or JSON-able), before the policy formats it
-    category: str | None = None  # one of CATEGORIES when not ok
+    category: str | None = None  # an ErrorCategory when not ok
     retryable: bool | None = None
     message: str | None = None  # the failure's readable message
     backoff_s: float = 0.0  # delay the harness waited before this attempt (0 for the first)
@@ -63,7 +48,7 @@ class StepEvent:
     """One tool_use (with all its attempts) or the final answer."""
 
     index: int  # 1-based, in the order the model produced them
-    kind: str  # TOOL_USE | FINAL
+    kind: str  # a StepKind
     tool_name: str | None = None
     tool_use_id: str | None = None
     input: dict[str, Any] | None = None
@@ -95,7 +80,7 @@ class RunStart:
     scenario: str
     policy_name: str
     policy_settings: dict[str, Any]
-    model_backend: str  # simulated | claude | replay
+    model_backend: str  # a ModelBackendName
     model_name: str
     task: str
     system: str = ""
@@ -117,7 +102,7 @@ class Verdict:
 
 @dataclass
 class RunEnd:
-    stop_reason: str
+    stop_reason: str  # a StopReason
     final_answer: str | None = None
     verdict: Verdict | None = None
     error: str | None = None  # the exception (crashed) or the fatal error's message

@@ -16,27 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import error_json
-from .events import (
-    CONSECUTIVE_ERRORS,
-    CRASHED,
-    FATAL_ERROR,
-    FINAL,
-    FINAL_ANSWER,
-    MAX_STEPS,
-    TOOL_USE,
-    Attempt,
-    Recorder,
-    RunEnd,
-    RunStart,
-    StepEvent,
-    Verdict,
-)
-from .llm import ModelBackend, ModelClient, ModelError
+from .events import Attempt, Recorder, RunEnd, RunStart, StepEvent, Verdict
+from .llm.base import ModelBackend, ModelClient, ModelError
 from .llm.replay import ReplayMismatch
 from .llm.simulated import Persona
 from .policies import Policy
 from .runner import Outcome
 from .tools import Toolbox
+from .vocabulary import ErrorCategory, ErrorFormat, StepKind, StopReason
 
 MAX_TOKENS = 1024
 EXHAUSTED_ADVICE = "try again later or use another source"
@@ -112,20 +99,20 @@ def format_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str)
     empty_error = outcome.ok and outcome.empty and policy.empty_is_error
     if outcome.ok and not empty_error:
         return outcome.content, False
-    if policy.error_format in ("bare", "raise"):
+    if policy.error_format in (ErrorFormat.BARE, ErrorFormat.RAISE):
         return {"error": {"message": "Error"}}, True
     if empty_error:
         found = outcome.content.get("message") if isinstance(outcome.content, dict) else None
         message = found or f"{tool} found nothing"
-        if policy.error_format == "message":
+        if policy.error_format == ErrorFormat.MESSAGE:
             return message, True
         return error_json("empty", message, retryable=False), True
     message = outcome.message or "the tool failed without a message"
-    if outcome.category == "transient" and attempts > 1:
+    if outcome.category == ErrorCategory.TRANSIENT and attempts > 1:
         message = f"still failing after {attempts} attempts: {message}; {EXHAUSTED_ADVICE}"
-    if policy.error_format == "message":
+    if policy.error_format == ErrorFormat.MESSAGE:
         return message, True
-    return error_json(outcome.category or "business", message, retryable=outcome.retryable), True
+    return error_json(outcome.category or ErrorCategory.BUSINESS, message, retryable=outcome.retryable), True
 
 
 class _Run:
@@ -169,24 +156,24 @@ class _Run:
                 self.record(
                     StepEvent(
                         index=len(self.steps) + 1,
-                        kind=FINAL,
+                        kind=StepKind.FINAL_ANSWER,
                         text=text or "",
                         input_tokens=tokens[0],
                         output_tokens=tokens[1],
                     )
                 )
-                return RunEnd(FINAL_ANSWER, final_answer=text or "")
+                return RunEnd(StopReason.FINAL_ANSWER, final_answer=text or "")
             results = []
             for k, use in enumerate(uses):
                 if tool_steps >= policy.max_steps:
-                    return RunEnd(MAX_STEPS, guard=f"stopped at the {policy.max_steps}-step limit")
+                    return RunEnd(StopReason.MAX_STEPS, guard=f"stopped at the {policy.max_steps}-step limit")
                 tool_steps += 1
                 # A response's tokens are counted once, on its first step.
                 step = self.tool_step(use, text if k == 0 else None, tokens if k == 0 else (0, 0))
                 last = step.attempts[-1]
-                if last.category == "fatal" and policy.stop_on_fatal:
+                if last.category == ErrorCategory.FATAL and policy.stop_on_fatal:
                     return RunEnd(
-                        FATAL_ERROR,
+                        StopReason.FATAL_ERROR,
                         error=f"{use.get('name')} reported a fatal error, so the run stopped: {last.message}",
                     )
                 results.append(
@@ -199,7 +186,9 @@ class _Run:
                 )
                 consecutive = consecutive + 1 if step.is_error else 0
                 if policy.consecutive_error_limit and consecutive >= policy.consecutive_error_limit:
-                    return RunEnd(CONSECUTIVE_ERRORS, guard=f"{policy.consecutive_error_limit} tool errors in a row")
+                    return RunEnd(
+                        StopReason.CONSECUTIVE_ERRORS, guard=f"{policy.consecutive_error_limit} tool errors in a row"
+                    )
             self.messages.append({"role": "user", "content": results})
 
     def tool_step(self, use: dict[str, Any], text: str | None, tokens: tuple[int, int]) -> StepEvent:
@@ -207,7 +196,7 @@ class _Run:
         raw_input = use.get("input")
         step = StepEvent(
             index=len(self.steps) + 1,
-            kind=TOOL_USE,
+            kind=StepKind.TOOL_USE,
             tool_name=name,
             tool_use_id=use.get("id"),
             input=raw_input if isinstance(raw_input, dict) else {"input": raw_input},
@@ -236,9 +225,9 @@ class _Run:
                     result_content=result,
                 )
             )
-            if not is_error or (outcome.category == "fatal" and policy.stop_on_fatal):
+            if not is_error or (outcome.category == ErrorCategory.FATAL and policy.stop_on_fatal):
                 break
-            if policy.error_format == "raise":
+            if policy.error_format == ErrorFormat.RAISE:
                 self.finish_step(step, None, True)
                 raise outcome.exception or LookupError(f"{name} found nothing")
             if not policy.should_retry(
@@ -293,9 +282,9 @@ def run_agent(
     try:
         end = run.drive()
     except RunAborted as exc:
-        end, aborted = RunEnd(CRASHED, error=str(exc)), exc
+        end, aborted = RunEnd(StopReason.CRASHED, error=str(exc)), exc
     except Exception as exc:  # the fragile policy's exception, a model or replay failure
-        end = RunEnd(CRASHED, error=f"{type(exc).__name__}: {exc}")
+        end = RunEnd(StopReason.CRASHED, error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, (ModelError, ReplayMismatch)):
             aborted = RunAborted(end.error)
     end.transcript = run.messages

@@ -7,12 +7,11 @@ plain dict, validated field by field (``policy_from_dict``).
 from __future__ import annotations
 
 import random
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-ErrorFormat = Literal["raise", "bare", "message", "structured"]
-RetryRule = Literal["all", "transient", "none"]
+from .vocabulary import ErrorFormat, RetryRule
 
 
 class PolicyError(ValueError):
@@ -24,12 +23,13 @@ class PolicyError(ValueError):
 
 
 class Policy(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Enum fields (defaults too) hold their plain values, so ``settings()`` is the JSON it always was.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=True, validate_default=True)
 
     name: str = Field(min_length=1, max_length=40, pattern=r"^[a-z0-9][a-z0-9_-]*$")
     description: str = ""
-    error_format: ErrorFormat = "structured"
-    retry_on: RetryRule = "transient"
+    error_format: ErrorFormat = ErrorFormat.STRUCTURED
+    retry_on: RetryRule = RetryRule.TRANSIENT
     max_attempts: int = Field(default=3, ge=1, le=10)
     backoff_base_s: float = Field(default=0.2, ge=0, le=30)
     backoff_max_s: float = Field(default=2.0, ge=0, le=120)
@@ -52,9 +52,9 @@ class Policy(BaseModel):
         """Whether the harness tries the same call again after a failed ``attempt`` (1-based)."""
         if attempt >= self.max_attempts or category is None:
             return False
-        if self.retry_on == "all":
+        if self.retry_on == RetryRule.ALL:
             return True
-        if self.retry_on == "transient":
+        if self.retry_on == RetryRule.TRANSIENT:
             return bool(retryable)
         return False
 
@@ -72,8 +72,8 @@ PRESETS: dict[str, Policy] = {
         Policy(
             name="fragile",
             description="Raises on any failure: the run dies with the exception.",
-            error_format="raise",
-            retry_on="none",
+            error_format=ErrorFormat.RAISE,
+            retry_on=RetryRule.NONE,
             max_attempts=1,
             backoff_base_s=0,
             backoff_jitter=0,
@@ -83,8 +83,8 @@ PRESETS: dict[str, Policy] = {
         Policy(
             name="starter",
             description='Bare "Error", every failure retried three times, an empty result is an error.',
-            error_format="bare",
-            retry_on="all",
+            error_format=ErrorFormat.BARE,
+            retry_on=RetryRule.ALL,
             max_attempts=3,
             backoff_base_s=0,
             backoff_jitter=0,
@@ -95,8 +95,8 @@ PRESETS: dict[str, Policy] = {
         Policy(
             name="message",
             description="is_error with the exception's message; transient failures retried in code.",
-            error_format="message",
-            retry_on="transient",
+            error_format=ErrorFormat.MESSAGE,
+            retry_on=RetryRule.TRANSIENT,
             max_attempts=3,
             backoff_base_s=0.2,
             backoff_jitter=0,
@@ -107,8 +107,8 @@ PRESETS: dict[str, Policy] = {
             name="structured",
             description="Category, isRetryable and message; only transient retried, bounded, with "
             "jittered backoff; fatal stops the run; 3 consecutive errors stop the run.",
-            error_format="structured",
-            retry_on="transient",
+            error_format=ErrorFormat.STRUCTURED,
+            retry_on=RetryRule.TRANSIENT,
             max_attempts=3,
             backoff_base_s=0.2,
             backoff_jitter=0.5,

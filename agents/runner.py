@@ -9,14 +9,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .errors import ToolFailure, is_empty
+from .vocabulary import ErrorCategory
 
 # Exceptions a tool did not classify itself, mapped onto a category by what they usually mean.
-_BUILTIN_CATEGORIES: tuple[tuple[type[BaseException], str], ...] = (
-    (TimeoutError, "transient"),
-    (ConnectionError, "transient"),
-    (PermissionError, "permission"),
-    (ValueError, "validation"),
-    (LookupError, "validation"),
+_BUILTIN_CATEGORIES: tuple[tuple[type[BaseException], ErrorCategory], ...] = (
+    (TimeoutError, ErrorCategory.TRANSIENT),
+    (ConnectionError, ErrorCategory.TRANSIENT),
+    (PermissionError, ErrorCategory.PERMISSION),
+    (ValueError, ErrorCategory.VALIDATION),
+    (LookupError, ErrorCategory.VALIDATION),
 )
 
 
@@ -48,7 +49,7 @@ def validation_message(exc: ValidationError) -> str:
 
 def failed(category: str, message: str, exception: BaseException, *, retryable: bool | None = None) -> Outcome:
     if retryable is None:
-        retryable = category == "transient"
+        retryable = category == ErrorCategory.TRANSIENT
     return Outcome(
         ok=False, content=message, category=category, retryable=retryable, message=message, exception=exception
     )
@@ -59,12 +60,12 @@ def run_tool(model_cls: type[BaseModel], fn: Callable[..., Any], raw_input: Any)
     try:
         validated = model_cls.model_validate(raw_input)
     except ValidationError as exc:
-        return failed("validation", validation_message(exc), exc)
+        return failed(ErrorCategory.VALIDATION, validation_message(exc), exc)
     try:
         content = fn(**validated.model_dump())
     except ToolFailure as exc:
         return failed(exc.category, exc.message, exc, retryable=exc.retryable)
     except Exception as exc:  # a runtime failure the tool did not classify
-        category = next((c for kind, c in _BUILTIN_CATEGORIES if isinstance(exc, kind)), "business")
+        category = next((c for kind, c in _BUILTIN_CATEGORIES if isinstance(exc, kind)), ErrorCategory.BUSINESS)
         return failed(category, f"Tool error -> {exc}", exc)
     return Outcome(ok=True, content=content, empty=is_empty(content))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from .errors import ToolFailure
-from .events import CONSECUTIVE_ERRORS, FATAL_ERROR, FINAL_ANSWER, TOOL_USE, StepEvent, Verdict
+from .events import StepEvent, Verdict
 from .llm.simulated import Persona
 from .loop import AgentSpec, RunResult, Session
 from .tools import Tool, Toolbox
@@ -21,6 +21,7 @@ from .tools.currency import currency_tools
 from .tools.lookup import FlakyUpstream
 from .tools.lumen import LumenWorld, PaymentService
 from .tools.rooms import Rooms
+from .vocabulary import ErrorCategory, StepKind, StopReason
 
 ASSISTANT = "You are a helpful assistant. Use the tools when they help, and answer the user plainly."
 Judge = Callable[[RunResult], Verdict]
@@ -58,7 +59,7 @@ def lumen_system(customer: str) -> str:
 
 
 def calls(result: RunResult, tool: str) -> list[StepEvent]:
-    return [s for s in result.steps if s.kind == TOOL_USE and s.tool_name == tool]
+    return [s for s in result.steps if s.kind == StepKind.TOOL_USE and s.tool_name == tool]
 
 
 def attempts(result: RunResult, tool: str) -> int:
@@ -68,7 +69,7 @@ def attempts(result: RunResult, tool: str) -> int:
 def unanswered(result: RunResult) -> Verdict | None:
     """A failing verdict when the run ended without a final answer."""
     end = result.end
-    if end.stop_reason == FINAL_ANSWER:
+    if end.stop_reason == StopReason.FINAL_ANSWER:
         return None
     why = (end.error or end.guard or "no reason given").splitlines()[0]
     return Verdict(False, f"the run ended {end.stop_reason} ({why}) without answering the user")
@@ -221,7 +222,7 @@ def _fatal_credentials(session: Session) -> Built:
 
     def judge(result: RunResult) -> Verdict:
         tried = attempts(result, "process_refund")
-        if result.end.stop_reason != FATAL_ERROR:
+        if result.end.stop_reason != StopReason.FATAL_ERROR:
             return Verdict(
                 False, f"a fatal error did not stop the run (it ended {result.end.stop_reason} after {tried} attempts)"
             )
@@ -240,7 +241,7 @@ def _fatal_credentials(session: Session) -> Built:
 def _stuck(session: Session) -> Built:
     def judge(result: RunResult) -> Verdict:
         errors = sum(1 for s in result.steps if s.is_error)
-        if result.end.stop_reason != CONSECUTIVE_ERRORS:
+        if result.end.stop_reason != StopReason.CONSECUTIVE_ERRORS:
             return Verdict(
                 False,
                 f"the stuck model was not stopped by a consecutive-error guard: the run ended "
@@ -282,7 +283,8 @@ def _coordinator(session: Session) -> Built:
             tools, opening = world.callback_tools(), ("callback_check", {"customer": world.customer})
         else:
             raise ToolFailure(
-                "validation", "task must name an order ('Look up order 1042 for Ana Ruiz.') or ask for a call back"
+                ErrorCategory.VALIDATION,
+                "task must name an order ('Look up order 1042 for Ana Ruiz.') or ask for a call back",
             )
         spec = AgentSpec(
             scenario="coordinator-partial",
@@ -292,13 +294,15 @@ def _coordinator(session: Session) -> Built:
             persona=Persona(opening=(opening,)),
         )
         child = session.spawn(label=f"sub-agent {len(session.children) + 1}: {task}", spec=spec, policy=child_policy)
-        if child.end.stop_reason != FINAL_ANSWER:
+        if child.end.stop_reason != StopReason.FINAL_ANSWER:
             raise ToolFailure(
-                "business", f"the sub-agent for '{task}' stopped: {child.end.error or child.end.guard}", retryable=False
+                ErrorCategory.BUSINESS,
+                f"the sub-agent for '{task}' stopped: {child.end.error or child.end.guard}",
+                retryable=False,
             )
-        tool_steps = [s for s in child.steps if s.kind == TOOL_USE]
+        tool_steps = [s for s in child.steps if s.kind == StepKind.TOOL_USE]
         if tool_steps and tool_steps[-1].is_error:  # it answered, but with what it could not fix
-            raise ToolFailure(tool_steps[-1].category or "business", answer_of(child), retryable=False)
+            raise ToolFailure(tool_steps[-1].category or ErrorCategory.BUSINESS, answer_of(child), retryable=False)
         return answer_of(child)
 
     def judge(result: RunResult) -> Verdict:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TextIO
 
-from .events import FINAL, FINAL_ANSWER, Attempt, RunEnd, StepEvent
+from .events import Attempt, RunEnd, RunStart, StepEvent
+from .vocabulary import StepKind, StopReason
 
 
 def readable(content: Any) -> str:
@@ -32,7 +33,7 @@ def _attempt_line(a: Attempt) -> str:
 
 def format_step(step: StepEvent) -> str:
     """``step N: tool({...}) -> ok: ...`` or ``-> ERROR (is_error): ...``, with a line per attempt when retried."""
-    if step.kind == FINAL:
+    if step.kind == StepKind.FINAL_ANSWER:
         return f"final answer: {step.text or ''}"
     head = f"step {step.index}: {step.tool_name}({step.input!r})"
     if step.result_content is None and step.is_error:
@@ -57,8 +58,35 @@ def format_end(end: RunEnd) -> str:
     if end.guard:
         stop += f" ({end.guard})"
     lines.append(stop)
-    if end.error and end.stop_reason != FINAL_ANSWER:
+    if end.error and end.stop_reason != StopReason.FINAL_ANSWER:
         lines.append(f"error: {end.error}")
     if end.verdict is not None:
         lines.append(f"verdict: {'PASS' if end.verdict.passed else 'FAIL'}: {end.verdict.reason}")
     return "\n".join(lines)
+
+
+class PrintRecorder:
+    """Prints each step as the loop reports it; a sub-agent's run is printed indented, where it happens."""
+
+    def __init__(self, out: TextIO, indent: str = "") -> None:
+        self.out = out
+        self.indent = indent
+
+    def _print(self, text: str) -> None:
+        for line in text.splitlines():
+            print(self.indent + line, file=self.out, flush=True)
+
+    def run_started(self, start: RunStart) -> None:
+        if self.indent:
+            self._print(f"task: {start.task}")
+
+    def step_recorded(self, step: StepEvent) -> None:
+        if step.kind != StepKind.FINAL_ANSWER:
+            self._print(format_step(step))
+
+    def run_finished(self, end: RunEnd) -> None:
+        self._print(format_end(end))
+
+    def child(self, *, label: str) -> PrintRecorder:
+        self._print(f"  [{label}]")
+        return PrintRecorder(self.out, self.indent + "    ")

@@ -21,7 +21,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from agents.events import FINAL, TOOL_USE, Attempt, StepEvent
+from agents.events import Attempt, StepEvent
+from agents.vocabulary import StepKind
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ARTIFACTS = BASE_DIR / "test-artifacts"
@@ -41,7 +42,7 @@ def tool_step(
     last = attempts[-1]
     return StepEvent(
         index=index,
-        kind=TOOL_USE,
+        kind=StepKind.TOOL_USE,
         tool_name=tool,
         tool_use_id=f"toolu_{index:02d}",
         input=input if input is not None else {"order_id": "0871"},
@@ -58,7 +59,7 @@ def tool_step(
 
 
 def final_step(index: int, text: str = "Done.") -> StepEvent:
-    return StepEvent(index=index, kind=FINAL, text=text, input_tokens=20, output_tokens=8)
+    return StepEvent(index=index, kind=StepKind.FINAL_ANSWER, text=text, input_tokens=20, output_tokens=8)
 
 
 def database_url_for_workers() -> str:

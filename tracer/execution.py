@@ -73,7 +73,7 @@ def run_execute(
         _crash(recorder, "the replay backend needs a cassette file (run_agent --cassette FILE)")
         return run
     try:
-        from agents import run_scenario
+        from agents.run import run_scenario  # every scenario and the SDK: loaded when a run executes
 
         run_scenario(
             run.scenario,

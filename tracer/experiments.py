@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from agents.policies import PolicyError, policy_from_dict
+from agents.vocabulary import ModelBackendName
 
 from .models import Experiment, PolicyVariant, Run, StopReview
 from .tasks import run_execute_task
@@ -26,19 +27,13 @@ from .tasks import run_execute_task
 MAX_REPEATS = 50
 MAX_EXPERIMENT_RUNS = 2000
 # Backends an experiment can use. ``replay`` needs a cassette per run: use ``run_agent --cassette``.
-EXPERIMENT_BACKENDS = ("simulated", "claude")
+EXPERIMENT_BACKENDS = (ModelBackendName.SIMULATED, ModelBackendName.CLAUDE)
 
 
 def _scenario_names() -> list[str]:
-    from agents import scenario_names
+    from agents.scenarios import scenario_names  # loads every scenario and the SDK: on first use only
 
     return list(scenario_names())
-
-
-def _model_backends() -> list[str]:
-    from agents import MODEL_BACKENDS
-
-    return list(MODEL_BACKENDS)
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -62,15 +57,15 @@ def _check_names(*, values: Any, known: list[str], what: str) -> tuple[list[str]
 
 def model_backend_errors(*, model_backend: Any, allowed: tuple[str, ...]) -> list[str]:
     """What is wrong with choosing ``model_backend`` here (empty when it can run)."""
-    known = [b for b in _model_backends() if b in allowed] or list(allowed)
+    known = [b for b in ModelBackendName if b in allowed] or list(allowed)
     if model_backend not in known:
-        if model_backend == "replay" and "replay" in _model_backends():
+        if model_backend == ModelBackendName.REPLAY:
             return [
                 "replay needs a recorded cassette for each run; replay one run with "
                 "`manage.py run_agent --model replay --cassette FILE`"
             ]
         return [f"unknown model backend {model_backend!r}; expected one of: {', '.join(known)}"]
-    if model_backend == "claude" and not settings.ANTHROPIC_API_KEY:
+    if model_backend == ModelBackendName.CLAUDE and not settings.ANTHROPIC_API_KEY:
         return [
             "the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY in the environment of the "
             "web process and the workers, or choose simulated"
@@ -89,11 +84,11 @@ def run_create(
     *,
     scenario: str,
     policy: PolicyVariant,
-    model_backend: str = "simulated",
+    model_backend: str = ModelBackendName.SIMULATED,
     experiment: Experiment | None = None,
 ) -> Run:
     """A queued run of ``scenario`` under ``policy``, with a snapshot of the policy's settings."""
-    model_name = settings.ANTHROPIC_MODEL if model_backend == "claude" else ""
+    model_name = settings.ANTHROPIC_MODEL if model_backend == ModelBackendName.CLAUDE else ""
     return Run.objects.create(
         experiment=experiment,
         scenario=scenario,
@@ -110,7 +105,7 @@ def experiment_launch(
     *,
     scenarios: list[str],
     policies: list[str],
-    model_backend: str = "simulated",
+    model_backend: str = ModelBackendName.SIMULATED,
     repeats: int = 1,
     user=None,
     name: str = "",
@@ -153,7 +148,7 @@ def experiment_launch(
             policies=clean_policies,
             repeats=repeats,
             model_backend=model_backend,
-            model_name=settings.ANTHROPIC_MODEL if model_backend == "claude" else "",
+            model_name=settings.ANTHROPIC_MODEL if model_backend == ModelBackendName.CLAUDE else "",
             total_runs=len(clean_scenarios) * len(clean_policies) * repeats,
             created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
         )

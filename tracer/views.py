@@ -172,13 +172,13 @@ def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def launch(request: HttpRequest) -> HttpResponse:
-    from agents import MODEL_BACKENDS, scenario_names  # the agent core loads its scenarios on first use
+    from agents.scenarios import scenario_names  # the agent core loads its scenarios on first use
 
     form = LaunchForm(
         request.POST or None,
         scenarios=list(scenario_names()),
         policies=[v.name for v in selectors.policy_variant_list()],
-        backends=[b for b in MODEL_BACKENDS if b in EXPERIMENT_BACKENDS],
+        backends=list(EXPERIMENT_BACKENDS),
     )
     if request.method == "POST" and form.is_valid():
         try:

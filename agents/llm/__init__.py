@@ -1,5 +1,6 @@
-"""Model backends. Every one is reached through the official ``anthropic`` SDK (imported only here)."""
+"""Model backends. Every one is reached through the official ``anthropic`` SDK, imported only in this package.
 
-from .base import MODEL_BACKENDS, ModelBackend, ModelClient, ModelError, make_backend
-
-__all__ = ["MODEL_BACKENDS", "ModelBackend", "ModelClient", "ModelError", "make_backend"]
+Import what you need from its modules: ``registry`` (the backends' names and ``make_backend``; no SDK
+until a backend is built), ``base`` (``ModelBackend``, ``ModelClient``, ``ModelError``), ``simulated``,
+``claude`` and ``replay``. This ``__init__`` imports nothing, so a light import stays light.
+"""

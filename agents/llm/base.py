@@ -1,7 +1,8 @@
-"""The backend factory: an ``anthropic.Anthropic`` client and a model name for each kind of backend.
+"""What every model backend is: an ``anthropic.Anthropic`` client and a model name for each agent.
 
 The simulated model and a replayed cassette plug into the SDK as HTTP transports, so requests and
 responses are real Messages API JSON on every path; any backend can record what it exchanged.
+``agents.llm.registry`` names the backends and builds one.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from typing import Any
 import anthropic
 import httpx2
 
+from ..vocabulary import ModelBackendName
 from .replay import Cassette, RecordingTransport, ReplayMismatch, ReplayTransport
-
-MODEL_BACKENDS = ("simulated", "claude", "replay")
 
 
 class ModelError(RuntimeError):
@@ -58,7 +58,7 @@ class ModelBackend(ABC):
         """The HTTP transport the SDK talks through for an agent with this persona."""
 
     def api_key(self) -> str:
-        return self.kind
+        return str(self.kind)
 
     def client_for(self, persona: Any) -> ModelClient:
         transport = self.transport(persona)
@@ -76,30 +76,8 @@ class ModelBackend(ABC):
             self.recording.save(self.record_to)
 
 
-def make_backend(
-    kind: str,
-    *,
-    cassette: str | Path | None = None,
-    record_to: str | Path | None = None,
-    transport: httpx2.BaseTransport | None = None,
-) -> ModelBackend:
-    """Build the backend named ``kind``. ``transport`` replaces the network for the claude backend (tests)."""
-    from .claude import ClaudeBackend
-    from .simulated import SimulatedBackend
-
-    if kind == "simulated":
-        return SimulatedBackend(record_to=record_to)
-    if kind == "claude":
-        return ClaudeBackend(record_to=record_to, transport=transport)
-    if kind == "replay":
-        if not cassette:
-            raise ValueError("the replay backend needs a cassette: pass cassette=<path to a recorded .json file>")
-        return ReplayBackend(Cassette.load(cassette), record_to=record_to)
-    raise ValueError(f"unknown model backend {kind!r}; expected one of {', '.join(MODEL_BACKENDS)}")
-
-
 class ReplayBackend(ModelBackend):
-    kind = "replay"
+    kind = ModelBackendName.REPLAY
 
     def __init__(self, cassette: Cassette, *, record_to: str | Path | None = None) -> None:
         super().__init__(cassette.model, record_to=record_to)

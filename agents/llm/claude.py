@@ -8,13 +8,14 @@ from typing import Any
 
 import httpx2
 
+from ..vocabulary import ModelBackendName
 from .base import ModelBackend
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 
 
 class ClaudeBackend(ModelBackend):
-    kind = "claude"
+    kind = ModelBackendName.CLAUDE
     real_time = True
     sdk_retries = 2
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx2
 
+from ..vocabulary import ErrorCategory, ModelBackendName
 from .base import ModelBackend
 
 MODEL_NAME = "simulated-rules-1"
@@ -196,16 +197,16 @@ def failure_reply(r: Reading, tools: list[str]) -> str:
             f"I wasn't able to {action(r)} because the system returned a generic error without saying why. "
             "Please contact us again to retry, or double-check the details if they don't look right."
         )
-    if r.category == "permission":
+    if r.category == ErrorCategory.PERMISSION:
         reply = f"I can't {action(r)}: {lower_first(what.rstrip('.'))}"
         reply = full_stop(f"{reply}, so {to_user(advice)}" if advice else reply)
         if "lookup_orders" in tools and r.name != "lookup_orders":
             reply += " I can look up the orders on your own account if you'd like."
         return reply
-    if r.category == "business":
+    if r.category == ErrorCategory.BUSINESS:
         because = ", and ".join(lower_first(s.strip().rstrip(".")) for s in r.message.split(". ") if s.strip())
         return f"I'm sorry, but I couldn't {action(r)} because {because}."
-    if r.category == "validation":
+    if r.category == ErrorCategory.VALIDATION:
         asked = next(iter(r.input), "input").replace("_", " ")
         return f"I couldn't {action(r)}. {full_stop(r.message)} Could you send me the corrected {asked}?"
     reply = f"I couldn't {action(r)}: {full_stop(lower_first(what))}"
@@ -332,7 +333,7 @@ class SimulatedTransport(httpx2.BaseTransport):
 
 
 class SimulatedBackend(ModelBackend):
-    kind = "simulated"
+    kind = ModelBackendName.SIMULATED
     label = "simulated (deterministic rules, not Claude)"
 
     def __init__(self, *, record_to: str | Path | None = None) -> None:

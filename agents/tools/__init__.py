@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from ..errors import ToolFailure
 from ..runner import Outcome, failed, run_tool
+from ..vocabulary import ErrorCategory
 
 
 @dataclass(frozen=True)
@@ -41,5 +42,5 @@ class Toolbox:
         tool = self.tools.get(name)
         if tool is None:
             message = f"unknown tool {name!r}; available tools: {', '.join(self.tools)}"
-            return failed("validation", message, ToolFailure("validation", message))
+            return failed(ErrorCategory.VALIDATION, message, ToolFailure(ErrorCategory.VALIDATION, message))
         return run_tool(tool.input_model, tool.fn, raw_input)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from ..errors import ToolFailure
+from ..vocabulary import ErrorCategory
 from . import Tool
 
 
@@ -21,9 +22,9 @@ class FlakyUpstream:
     def lookup(self, key: str) -> dict:
         self.calls += 1
         if self.calls <= self.failures:
-            raise ToolFailure("transient", "upstream returned 503")
+            raise ToolFailure(ErrorCategory.TRANSIENT, "upstream returned 503")
         if key not in self.values:
-            raise ToolFailure("validation", f"unknown key '{key}'; known keys: {', '.join(self.values)}")
+            raise ToolFailure(ErrorCategory.VALIDATION, f"unknown key '{key}'; known keys: {', '.join(self.values)}")
         return {"key": key, "value": self.values[key]}
 
     def tools(self) -> list[Tool]:

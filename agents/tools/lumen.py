@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from ..errors import ToolFailure, fail
+from ..vocabulary import ErrorCategory
 from . import Tool
 
 REFUND_WINDOW_DAYS = 30
@@ -48,7 +49,7 @@ class PaymentService:
     def refund(self, key: str, order: Order) -> Refund:
         if self.credentials_revoked:
             raise ToolFailure(
-                "fatal",
+                ErrorCategory.FATAL,
                 "The payment service rejected our credentials: they were revoked. "
                 "An operator has to renew them before any refund can run.",
             )
@@ -56,13 +57,13 @@ class PaymentService:
             return self.refunds[key]
         if self.timeouts_before_apply:
             self.timeouts_before_apply -= 1
-            raise ToolFailure("transient", "the payment service timed out")
+            raise ToolFailure(ErrorCategory.TRANSIENT, "the payment service timed out")
         refund = Refund(f"rf-{order.order_id}-{len(self.applied) + 1}", order.order_id, order.amount, key)
         self.refunds[key] = refund
         self.applied.append(refund)
         if self.timeouts_after_apply:
             self.timeouts_after_apply -= 1
-            raise ToolFailure("transient", "the payment service timed out")
+            raise ToolFailure(ErrorCategory.TRANSIENT, "the payment service timed out")
         return refund
 
 
@@ -106,25 +107,28 @@ class LumenWorld:
         order = self.orders.get(order_id)
         if order is None:
             raise ToolFailure(
-                "validation",
+                ErrorCategory.VALIDATION,
                 f"No order {order_id} was found. Check the four-digit order number on the receipt and send it again.",
             )
         if order.owner != self.customer:
-            raise ToolFailure("permission", f"Order {order_id} isn't on your account, so it can't be refunded here.")
+            raise ToolFailure(
+                ErrorCategory.PERMISSION, f"Order {order_id} isn't on your account, so it can't be refunded here."
+            )
         return order
 
     def process_refund(self, order_id: str) -> dict:
         order = self._order_for_customer(order_id)
         if order.age_days > REFUND_WINDOW_DAYS:
             raise ToolFailure(
-                "business", f"Refunds close after {REFUND_WINDOW_DAYS} days. This order is {order.age_days} days old."
+                ErrorCategory.BUSINESS,
+                f"Refunds close after {REFUND_WINDOW_DAYS} days. This order is {order.age_days} days old.",
             )
         refund = self.payments.refund(f"refund:{self.customer}:{order_id}", order)
         return {"order_id": order_id, "refund_id": refund.refund_id, "amount": refund.amount, "status": "refunded"}
 
     def lookup_orders(self, customer: str) -> dict:
         if customer != self.customer:
-            raise ToolFailure("permission", "You can only look up the orders on your own account.")
+            raise ToolFailure(ErrorCategory.PERMISSION, "You can only look up the orders on your own account.")
         mine = [o for o in self.orders.values() if o.owner == customer]
         if not mine:
             return fail("empty", f"No orders found for {customer}.")
@@ -137,7 +141,7 @@ class LumenWorld:
     def lookup_order(self, order_id: str) -> dict:
         self.lookup_calls.append(order_id)
         if order_id in self.slow_lookups:
-            raise ToolFailure("transient", f"lookup for order {order_id} timed out")
+            raise ToolFailure(ErrorCategory.TRANSIENT, f"lookup for order {order_id} timed out")
         order = self._order_for_customer(order_id)
         return {"order_id": order.order_id, "item": order.item, "status": order.status}
 

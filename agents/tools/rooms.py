@@ -7,6 +7,7 @@ import re
 from pydantic import BaseModel, Field
 
 from ..errors import ToolFailure
+from ..vocabulary import ErrorCategory
 from . import Tool
 
 FIRST_HOUR, LAST_HOUR = 9, 16
@@ -30,14 +31,17 @@ class Rooms:
     def free_slots(self, date: str) -> dict:
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
             raise ToolFailure(
-                "validation", f"date '{date}' is not in YYYY-MM-DD format; resend it in that format, e.g. '2026-10-02'"
+                ErrorCategory.VALIDATION,
+                f"date '{date}' is not in YYYY-MM-DD format; resend it in that format, e.g. '2026-10-02'",
             )
         taken = self.bookings.get(date, [])
         hours = (f"{h:02d}:00" for h in range(FIRST_HOUR, LAST_HOUR + 1))
         return {"date": date, "free": [h for h in hours if h not in taken]}
 
     def book_slot(self, date: str, time: str) -> dict:
-        raise ToolFailure("permission", "booking rooms requires manager approval; ask the user to book it themselves")
+        raise ToolFailure(
+            ErrorCategory.PERMISSION, "booking rooms requires manager approval; ask the user to book it themselves"
+        )
 
     def tools(self) -> list[Tool]:
         return [

@@ -5,9 +5,10 @@ import json
 import httpx2
 import pytest
 
-from agents import format_step, run_scenario
 from agents.llm.claude import ClaudeBackend
+from agents.run import run_scenario
 from agents.tools.currency import ConvertCurrencyInput
+from agents.trace import format_step
 
 
 class ScriptedClaude(httpx2.BaseTransport):

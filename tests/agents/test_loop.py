@@ -5,11 +5,12 @@ import time
 
 import pytest
 
-from agents import run_scenario
-from agents.events import FINAL, TOOL_USE, Attempt, RunEnd, StepEvent
+from agents.events import Attempt, RunEnd, StepEvent
 from agents.loop import format_result
 from agents.policies import PRESETS, policy_from_dict
+from agents.run import run_scenario
 from agents.runner import Outcome
+from agents.vocabulary import StepKind
 
 SCENARIO_TASK = (
     "How much is 100 British pounds in US dollars? If pounds aren't supported, tell me what 100 US "
@@ -76,7 +77,7 @@ def test_each_tool_result_answers_its_tool_use_by_id_with_is_error():
 def test_steps_carry_the_tokens_of_the_response_that_produced_them():
     result = run_scenario("currency-unsupported", "structured")
     assert all(s.input_tokens > 0 and s.output_tokens > 0 for s in result.steps)
-    assert result.steps[-1].kind == FINAL and result.steps[-1].text == result.end.final_answer
+    assert result.steps[-1].kind == StepKind.FINAL_ANSWER and result.steps[-1].text == result.end.final_answer
 
 
 def test_structured_backoff_grows_with_jitter_on_a_virtual_clock():
@@ -150,7 +151,7 @@ def test_an_empty_result_is_an_error_only_when_the_policy_says_so():
 def test_events_round_trip_through_plain_dicts():
     step = StepEvent(
         index=1,
-        kind=TOOL_USE,
+        kind=StepKind.TOOL_USE,
         tool_name="lookup",
         input={"key": "answer"},
         attempts=[

@@ -2,8 +2,12 @@
 
 import pytest
 
-from agents import PRESETS, SCENARIOS, format_end, format_step, run_scenario, scenario_names
-from agents.events import TOOL_USE, ListRecorder
+from agents.events import ListRecorder
+from agents.policies import PRESETS
+from agents.run import run_scenario
+from agents.scenarios import SCENARIOS, scenario_names
+from agents.trace import format_end, format_step
+from agents.vocabulary import StepKind
 
 P, F = True, False
 # scenario: verdict under fragile, starter, message, structured
@@ -25,7 +29,7 @@ EXPECTED = {
 
 
 def trace(result):
-    return [format_step(s) for s in result.steps if s.kind == TOOL_USE] + [format_end(result.end)]
+    return [format_step(s) for s in result.steps if s.kind == StepKind.TOOL_USE] + [format_end(result.end)]
 
 
 def test_the_expected_table_covers_every_scenario_and_preset():
@@ -69,7 +73,7 @@ def test_room_date_under_message_repairs_the_date_and_answers_as_lesson_001():
 
 def test_starter_tries_a_too_old_refund_three_times_and_blames_a_generic_error():
     result = run_scenario("refund-too-old", "starter")
-    (step,) = [s for s in result.steps if s.kind == TOOL_USE]
+    (step,) = [s for s in result.steps if s.kind == StepKind.TOOL_USE]
     assert len(step.attempts) == 3 and step.retry_count == 2
     assert [a.result_content for a in step.attempts] == [{"error": {"message": "Error"}}] * 3
     assert "generic error" in result.end.final_answer
@@ -77,7 +81,7 @@ def test_starter_tries_a_too_old_refund_three_times_and_blames_a_generic_error()
 
 def test_structured_tries_a_too_old_refund_once_and_explains_the_window():
     result = run_scenario("refund-too-old", "structured")
-    (step,) = [s for s in result.steps if s.kind == TOOL_USE]
+    (step,) = [s for s in result.steps if s.kind == StepKind.TOOL_USE]
     assert (len(step.attempts), step.category, step.retryable) == (1, "business", False)
     assert step.result_content["error"]["errorCategory"] == "business"
     assert "30 days" in result.end.final_answer and "239 days" in result.end.final_answer
@@ -86,7 +90,7 @@ def test_structured_tries_a_too_old_refund_once_and_explains_the_window():
 @pytest.mark.parametrize("policy", ["starter", "structured"])
 def test_a_flaky_payment_is_retried_once_and_refunded_once(policy):
     result = run_scenario("refund-flaky-payment", policy)
-    (step,) = [s for s in result.steps if s.kind == TOOL_USE]
+    (step,) = [s for s in result.steps if s.kind == StepKind.TOOL_USE]
     assert step.retry_count == 1 and not step.is_error
     assert "refunded" in result.end.final_answer
     assert "refund applied once" in result.end.verdict.reason
@@ -94,14 +98,14 @@ def test_a_flaky_payment_is_retried_once_and_refunded_once(policy):
 
 def test_structured_answers_no_orders_after_one_call_without_an_error():
     result = run_scenario("lookup-empty", "structured")
-    (step,) = [s for s in result.steps if s.kind == TOOL_USE]
+    (step,) = [s for s in result.steps if s.kind == StepKind.TOOL_USE]
     assert (len(step.attempts), step.is_error, step.attempts[0].empty) == (1, False, True)
     assert "no orders" in result.end.final_answer
 
 
 def test_starter_treats_an_empty_result_as_a_failure_and_retries_it():
     result = run_scenario("lookup-empty", "starter")
-    (step,) = [s for s in result.steps if s.kind == TOOL_USE]
+    (step,) = [s for s in result.steps if s.kind == StepKind.TOOL_USE]
     assert step.is_error and len(step.attempts) == 3
     assert "wasn't able to look up your orders" in result.end.final_answer
 

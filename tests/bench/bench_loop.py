@@ -17,7 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from agents import PRESETS, run_scenario, scenario_names
+from agents.policies import PRESETS
+from agents.run import run_scenario
+from agents.scenarios import scenario_names
 
 
 class Counting:

@@ -391,14 +391,14 @@ def generate(args, rng: random.Random) -> dict:
     from django.db import transaction
     from django.utils import timezone
 
-    import agents
+    from agents.scenarios import scenario_names
     from tracer.models import Experiment, Run, Step, StopReview
 
     # The recorder's rows get "now"; the benchmark spreads them over the last 90 days instead.
     Run._meta.get_field("created_at").auto_now_add = False
     Step._meta.get_field("created_at").auto_now_add = False
     gen = Generator(rng=rng, steps_per_run=args.steps_per_run)
-    scenarios = list(agents.scenario_names())
+    scenarios = list(scenario_names())
     presets = gen.presets
     total = args.runs
     now = timezone.now()

@@ -74,15 +74,16 @@ def main() -> int:
     from django.conf import settings
     from django.core.management import call_command
 
-    import agents
     from agents.policies import PRESETS
+    from agents.run import run_scenario
+    from agents.scenarios import scenario_names
     from tracer.execution import run_claim
     from tracer.experiments import experiment_launch, run_create
     from tracer.models import PolicyVariant, Run
     from tracer.recording import DbRecorder
 
     call_command("migrate", verbosity=0, interactive=False)
-    scenarios = list(agents.scenario_names())
+    scenarios = list(scenario_names())
     policies = ["starter", "structured"]
     jobs = [(s, p) for _ in range(args.repeats) for s in scenarios for p in policies]
     n = len(jobs)
@@ -97,7 +98,7 @@ def main() -> int:
     totals = {"steps": 0}
     started = time.perf_counter()
     for i, (scenario, policy) in enumerate(jobs, 1):
-        agents.run_scenario(scenario, PRESETS[policy].settings(), recorder=CountingRecorder(totals), seed=i)
+        run_scenario(scenario, PRESETS[policy].settings(), recorder=CountingRecorder(totals), seed=i)
         bar(i, n, "in-process, not recorded ")
     plain_s = time.perf_counter() - started
     plain_steps = totals["steps"]
@@ -111,7 +112,7 @@ def main() -> int:
         run = run_create(scenario=scenario, policy=variants[policy])
         run_claim(run_id=run.pk, worker_name="bench", worker_pid=os.getpid())
         recorder = DbRecorder(run, worker_name="bench", worker_pid=os.getpid())
-        agents.run_scenario(scenario, run.policy_settings, recorder=recorder, seed=i)
+        run_scenario(scenario, run.policy_settings, recorder=recorder, seed=i)
         recorded_ids.append(run.pk)
         bar(i, n, "in-process, recorded     ")
     inproc_s = time.perf_counter() - started

@@ -11,8 +11,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from agents import scenario_names
 from agents.policies import PRESET_NAMES
+from agents.scenarios import scenario_names
 from tests.conftest import WorkerProcess, purge_test_queue
 from tests.e2e.conftest import save_screenshot
 from tracer.execution import run_execute

@@ -9,9 +9,11 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 
-from agents import format_end, format_step, run_scenario
 from agents.events import ListRecorder
 from agents.policies import PRESETS
+from agents.run import run_scenario
+from agents.scenarios import scenario_names
+from agents.trace import format_end, format_step
 from tracer.models import Experiment, Run
 
 pytestmark = pytest.mark.django_db
@@ -86,8 +88,6 @@ def test_run_agent_refuses_claude_without_an_api_key_before_recording_anything(s
 def test_run_experiment_expands_all_and_queues_the_runs():
     out = call("run_experiment", "--scenario", "all", "--policy", "starter,structured", "--repeats", "2")
     experiment = Experiment.objects.get()
-    from agents import scenario_names
-
     assert experiment.total_runs == len(scenario_names()) * 2 * 2 == experiment.runs.count()
     assert f"experiment {experiment.pk}: {experiment.total_runs} runs queued" in out
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
-import agents
 from agents.events import ListRecorder
 from agents.policies import PRESETS
+from agents.run import run_scenario
 from tracer.experiments import experiment_launch, run_create
 from tracer.models import Experiment, PolicyVariant, Run, Step
 from tracer.tasks import run_execute_task
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def in_process(scenario: str, policy_settings: dict, seed: int) -> ListRecorder:
     recorder = ListRecorder()
-    agents.run_scenario(scenario, policy_settings, recorder=recorder, seed=seed)
+    run_scenario(scenario, policy_settings, recorder=recorder, seed=seed)
     return recorder
 
 
@@ -99,7 +99,7 @@ def test_a_claude_run_without_an_api_key_ends_with_a_clear_error():
 
 def test_an_exception_outside_the_agent_loop_ends_the_run_crashed_with_the_exception():
     run = queued("refund-too-old", "structured")
-    with mock.patch("agents.run_scenario", side_effect=OSError("disk full")):
+    with mock.patch("agents.run.run_scenario", side_effect=OSError("disk full")):
         run_execute_task(run.pk)
     run.refresh_from_db()
     assert run.stop_reason == Run.StopReason.CRASHED

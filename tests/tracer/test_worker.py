@@ -8,8 +8,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-import agents
 from agents.events import ListRecorder
+from agents.run import run_scenario
+from agents.scenarios import scenario_names
 from tests.conftest import WorkerProcess, purge_test_queue
 from tracer.experiments import experiment_launch, run_create
 from tracer.models import PolicyVariant, Run, Step
@@ -40,7 +41,7 @@ def slow_worker(transactional_db):
 
 
 def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdicts(slow_worker):
-    scenarios = list(agents.scenario_names())
+    scenarios = list(scenario_names())
     experiment = experiment_launch(scenarios=scenarios, policies=["starter", "structured"])
 
     # Read a run's steps while the worker is still writing them.
@@ -70,7 +71,7 @@ def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdic
         assert run.status == Run.Status.FINISHED
         assert run.worker_name.startswith(slow_worker.name + "@") and run.worker_pid
         expected = ListRecorder()
-        agents.run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
+        run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
         what = f"{run.scenario} under {run.policy_name}"
         assert run.stop_reason == expected.end.stop_reason, what
         assert run.verdict == ("pass" if expected.end.verdict.passed else "fail"), what
@@ -90,7 +91,7 @@ def test_a_duplicate_delivery_to_a_real_worker_records_the_steps_once(worker_pro
     )
     run.refresh_from_db()
     expected = ListRecorder()
-    agents.run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
+    run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
     assert run.status == Run.Status.FINISHED
     assert run.step_count == run.steps.count() == len(expected.steps)
     assert run.retry_count == sum(s.retry_count for s in expected.steps)
@@ -160,7 +161,7 @@ def test_run_experiment_waits_for_the_worker_and_prints_the_summary_table(worker
 def test_the_demo_is_launched_once_and_then_reported_as_recorded(worker_process):
     first = StringIO()
     call_command("demo", "--wait", "--timeout", "180", stdout=first)
-    runs = len(agents.scenario_names()) * 2
+    runs = len(scenario_names()) * 2
     assert f"{runs}/{runs} runs finished" in first.getvalue()
     again = StringIO()
     call_command("demo", stdout=again)

@@ -19,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=900)
 
     def handle(self, *args, **opts):
-        from agents import scenario_names
+        from agents.scenarios import scenario_names
 
         scenarios = list(scenario_names())
         existing = None

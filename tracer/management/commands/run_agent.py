@@ -3,8 +3,9 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from agents.__main__ import PrintRecorder
 from agents.llm.replay import Cassette
+from agents.trace import PrintRecorder
+from agents.vocabulary import ModelBackendName
 from tracer.execution import run_execute
 from tracer.experiments import model_backend_errors, run_create
 from tracer.models import PolicyVariant, Run
@@ -30,7 +31,7 @@ class TracePrinter(PrintRecorder):
     def run_started(self, start) -> None:
         if not self.indent:
             model = start.model_backend
-            if model == "simulated":
+            if model == ModelBackendName.SIMULATED:
                 model += " (deterministic rules, not Claude)"
             print(f"model: {model} [{start.model_name}]", file=self.out)
             print(f"scenario: {start.scenario}", file=self.out)
@@ -45,12 +46,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--scenario", required=True)
         parser.add_argument("--policy", required=True, help="policy variant name, e.g. starter or structured")
-        parser.add_argument("--model", default="simulated", help="simulated, claude or replay")
+        parser.add_argument("--model", default=ModelBackendName.SIMULATED, help=", ".join(ModelBackendName))
         parser.add_argument("--cassette", help="the recorded cassette to replay (with --model replay)")
         parser.add_argument("--record", help="also record the model exchange to this cassette file")
 
     def handle(self, *args, **opts):
-        from agents import MODEL_BACKENDS, scenario_names
+        from agents.scenarios import scenario_names
 
         errors = []
         scenarios = list(scenario_names())
@@ -61,11 +62,11 @@ class Command(BaseCommand):
             names = ", ".join(PolicyVariant.objects.values_list("name", flat=True))
             errors.append(f"--policy: unknown policy {opts['policy']!r}; expected one of: {names}")
         errors += [
-            f"--model: {m}" for m in model_backend_errors(model_backend=opts["model"], allowed=tuple(MODEL_BACKENDS))
+            f"--model: {m}" for m in model_backend_errors(model_backend=opts["model"], allowed=tuple(ModelBackendName))
         ]
-        if opts["model"] == "replay" and not opts["cassette"]:
+        if opts["model"] == ModelBackendName.REPLAY and not opts["cassette"]:
             errors.append("--cassette: the replay backend needs a cassette file recorded with --record")
-        elif opts["cassette"] and opts["model"] != "replay":
+        elif opts["cassette"] and opts["model"] != ModelBackendName.REPLAY:
             errors.append("--cassette: only read with --model replay")
         elif opts["cassette"]:
             try:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
+from agents.vocabulary import ModelBackendName
+from tracer.experiments import EXPERIMENT_BACKENDS
 from tracer.models import PolicyVariant
 
 from ._progress import launch
@@ -27,13 +29,15 @@ class Command(BaseCommand):
         parser.add_argument("--scenario", action="append", help='scenario name (repeat, comma-separate, or "all")')
         parser.add_argument("--policy", action="append", help='policy variant name (repeat, comma-separate, or "all")')
         parser.add_argument("--repeats", type=int, default=1)
-        parser.add_argument("--model", default="simulated", help="model backend: simulated or claude")
+        parser.add_argument(
+            "--model", default=ModelBackendName.SIMULATED, help=f"model backend: {' or '.join(EXPERIMENT_BACKENDS)}"
+        )
         parser.add_argument("--name", default="")
         parser.add_argument("--wait", action="store_true", help="wait with a progress bar, then print a summary table")
         parser.add_argument("--timeout", type=float, default=900, help="seconds --wait waits (default 900)")
 
     def handle(self, *args, **opts):
-        from agents import scenario_names
+        from agents.scenarios import scenario_names
 
         scenarios = expand(opts["scenario"], list(scenario_names()))
         policies = expand(opts["policy"], list(PolicyVariant.objects.values_list("name", flat=True)))
