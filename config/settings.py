@@ -45,6 +45,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the web process itself, also with DEBUG off (no separate file server needed).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -108,7 +110,19 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# ``collectstatic`` (run by ``./rlt up``) copies every static file here; whitenoise serves them from here.
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# Outside tests, file names carry a hash of their content (cached for a year, never stale after an
+# upgrade), which needs ``collectstatic`` first. Tests serve the source files without hashes.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
+        if UNDER_PYTEST
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
 
 # Celery: a real worker over a real broker. The default broker needs no server.
 BROKER_DIR = Path(os.environ.get("RLT_BROKER_DIR") or VAR_DIR / "broker")
@@ -151,9 +165,12 @@ RLT_STEP_DELAY_S = float(os.environ.get("RLT_STEP_DELAY_S") or 0)
 # Runs still "running" this long after they started are taken as abandoned by ``interrupt_stale``.
 RLT_STALE_AFTER_S = int(os.environ.get("RLT_STALE_AFTER_S") or 3600)
 
+# To stderr, which ``./rlt up`` writes to the log folder in RLT_VAR_DIR (web.log, worker.log). Errors
+# behind a 500 page land there with their traceback.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"plain": {"format": "%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }

@@ -1,0 +1,65 @@
+"""Serving with DEBUG off (as ``./rlt up`` and production do): our error pages, static files through whitenoise."""
+
+import re
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import include, path
+
+pytestmark = pytest.mark.django_db
+
+
+def _fail(request):
+    raise RuntimeError("something broke")
+
+
+# Used by the 500 test through @pytest.mark.urls: the project's URLs plus one view that fails.
+urlpatterns = [path("fail/", _fail), path("", include("config.urls"))]
+
+
+def test_an_unknown_url_shows_our_page_not_found_without_listing_the_url_patterns(client, settings):
+    assert settings.DEBUG is False
+    response = client.get("/no-such-page/")
+    assert response.status_code == 404
+    assert "404.html" in [t.name for t in response.templates]
+    html = response.content.decode()
+    assert "Page not found" in html
+    assert 'href="/"' in html
+    assert "URLconf" not in html and "admin/" not in html
+
+
+@pytest.mark.urls(__name__)
+def test_a_failing_page_shows_our_server_error_page_without_a_traceback_or_a_query(django_assert_num_queries):
+    client = Client(raise_request_exception=False)
+    with django_assert_num_queries(0):
+        response = client.get("/fail/")
+    assert response.status_code == 500
+    html = response.content.decode()
+    assert "Something went wrong" in html
+    assert 'href="/static/css/app.css"' in html
+    assert "something broke" not in html and "Traceback" not in html
+
+
+def test_pages_load_their_css_js_and_htmx_from_collected_static_files_with_hashed_names(settings, tmp_path):
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+    client = Client()  # whitenoise reads STATIC_ROOT when the middleware is built
+    html = client.get("/login/").content.decode()
+    urls = re.findall(r'(?:href|src)="(/static/[^"]+)"', html)
+    names = [u.rsplit("/", 1)[1] for u in urls]
+    assert all(re.search(r"\.[0-9a-f]{12}\.", name) for name in names), names
+    assert any(n.startswith("app.") and n.endswith(".css") for n in names), names
+    assert any(n.startswith("app.") and n.endswith(".js") for n in names), names
+    assert any(n.startswith("htmx") for n in names), names
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert "immutable" in response["Cache-Control"], url
+        b"".join(response.streaming_content)
+        response.close()
