@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents.policies import PolicyError, policy_from_dict
 from agents.vocabulary import ModelBackendName
@@ -194,17 +194,25 @@ def policy_variant_create(*, name: str, settings: dict[str, Any], user=None) -> 
         errors = exc.message_dict
         if "name" in errors:
             errors["name"] = [f"use lowercase letters, digits, - and _, starting with a letter or digit; got {name!r}"]
+    taken = f"a policy named {name!r} already exists; choose another name"
     if PolicyVariant.objects.filter(name=name).exists():
-        errors.setdefault("name", []).append(f"a policy named {name!r} already exists; choose another name")
+        errors.setdefault("name", []).append(taken)
     if errors:
         raise ValidationError(errors)
-    return PolicyVariant.objects.create(
-        name=clean["name"],
-        description=clean["description"],
-        settings=clean,
-        is_preset=False,
-        created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
-    )
+    try:
+        with transaction.atomic():  # a savepoint: the caller's transaction survives a lost race
+            return PolicyVariant.objects.create(
+                name=clean["name"],
+                description=clean["description"],
+                settings=clean,
+                is_preset=False,
+                created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
+            )
+    except IntegrityError:
+        # Someone created the same name between the check above and this insert.
+        if PolicyVariant.objects.filter(name=clean["name"]).exists():
+            raise ValidationError({"name": [taken]}) from None
+        raise
 
 
 def stop_review_save(*, run: Run, verdict: str, note: str = "", user=None) -> StopReview:

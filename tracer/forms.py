@@ -17,6 +17,21 @@ YES_NO = [("true", "yes"), ("false", "no")]
 SHORT_NUMBER = forms.NumberInput(attrs={"class": "short"})
 
 
+# The largest id a 64-bit primary key holds, on SQLite and PostgreSQL alike: a bigger number in a
+# query string is a bad id, not a database error.
+ID_MAX = 2**63 - 1
+
+
+class IdField(forms.IntegerField):
+    """A row's id from a query string: a whole number from 1 to ``ID_MAX``, else one message saying so
+    (the pages show it after the field's label)."""
+
+    def __init__(self, *, of: str = "a run", **kwargs: Any) -> None:
+        expected = f"expected the id of {of}, a whole number from 1 to {ID_MAX}"
+        messages = {"invalid": expected, "min_value": expected, "max_value": expected}
+        super().__init__(min_value=1, max_value=ID_MAX, error_messages=messages, **kwargs)
+
+
 def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
     """Attach a service's per-field errors to the form's fields; others go to the whole form."""
     for field, messages in exc.message_dict.items():
@@ -41,7 +56,7 @@ class RunFilterForm(forms.Form):
     min_retries = forms.IntegerField(required=False, min_value=0, label="retries ≥", widget=SHORT_NUMBER)
     started_from = forms.DateField(required=False, label="started from", widget=forms.DateInput(attrs={"type": "date"}))
     started_to = forms.DateField(required=False, label="started to", widget=forms.DateInput(attrs={"type": "date"}))
-    experiment = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    experiment = IdField(required=False, label="experiment", of="an experiment", widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, scenarios: list[str], policies: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,8 +72,8 @@ class RunFilterForm(forms.Form):
 
 
 class CompareForm(forms.Form):
-    a = forms.IntegerField(min_value=1, label="run A")
-    b = forms.IntegerField(min_value=1, label="run B")
+    a = IdField(label="run A")
+    b = IdField(label="run B")
 
     def __init__(self, data: Any, *args: Any, **kwargs: Any) -> None:
         """Accepts ``?a=&b=`` or the run list's two ticked ``run`` boxes (the older run, lower id, is A)."""
@@ -72,6 +87,15 @@ class CompareForm(forms.Form):
         if cleaned.get("a") and cleaned.get("a") == cleaned.get("b"):
             self.add_error("b", "pick a different run from run A")
         return cleaned
+
+
+class MatrixFilterForm(forms.Form):
+    """The policy matrix's narrowing to one experiment; a bad id is named and the matrix shows all runs."""
+
+    experiment = IdField(required=False, label="experiment", of="an experiment")
+
+    def experiment_id(self) -> int | None:
+        return self.cleaned_data.get("experiment") if self.is_valid() else None
 
 
 class PolicyVariantForm(forms.Form):

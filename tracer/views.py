@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -18,7 +18,15 @@ from django_htmx.http import trigger_client_event
 
 from . import selectors
 from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create, stop_review_save
-from .forms import CompareForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm, add_service_errors
+from .forms import (
+    CompareForm,
+    LaunchForm,
+    MatrixFilterForm,
+    PolicyVariantForm,
+    RunFilterForm,
+    StopReviewForm,
+    add_service_errors,
+)
 from .models import Run, StopReview
 
 RUNS_PER_PAGE = 50
@@ -84,9 +92,15 @@ def compare(request: HttpRequest) -> HttpResponse:
 
 
 def _policies_context(request: HttpRequest) -> dict:
-    experiment = selectors.index_or_zero(request.GET.get("experiment"))
-    matrix = selectors.policy_matrix(policies=request.GET.getlist("policy"), experiment_id=experiment or None)
-    return {"matrix": matrix, "experiment_id": experiment or None, "variants": selectors.policy_variant_list()}
+    matrix_form = MatrixFilterForm(request.GET)
+    experiment = matrix_form.experiment_id()
+    matrix = selectors.policy_matrix(policies=request.GET.getlist("policy"), experiment_id=experiment)
+    return {
+        "matrix": matrix,
+        "matrix_form": matrix_form,
+        "experiment_id": experiment,
+        "variants": selectors.policy_variant_list(),
+    }
 
 
 @login_required
@@ -141,6 +155,18 @@ def stops(request: HttpRequest) -> HttpResponse:
     return render(request, "tracer/stops.html", context)
 
 
+def _safe_next(request: HttpRequest, *, fallback: str) -> str:
+    """``next`` from the form when it is a path on this site, else ``fallback``.
+
+    Only a path: ``redirect()`` would take a bare word such as ``abc`` for a view name.
+    """
+    back = request.POST.get("next", "")
+    on_site = url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return back if on_site and back.startswith("/") else fallback
+
+
 @login_required
 @require_POST
 def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
@@ -157,9 +183,7 @@ def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Review of run {run.pk} saved.")
         else:
             messages.error(request, f"Review of run {run.pk} not saved: {form.errors.as_text()}")
-        back = request.POST.get("next", "")
-        safe = url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})
-        return redirect(back if safe else reverse("tracer:stops"))
+        return HttpResponseRedirect(_safe_next(request, fallback=reverse("tracer:stops")))
     context = {
         "case": selectors.StopCase(run=run, errors=[], other=None, review=review or getattr(run, "review", None)),
         "form": form,

@@ -1,0 +1,119 @@
+"""Hostile input never gets a 5xx: Hypothesis sends generated values to every page's query string,
+form fields and path ids, as a page request and as the htmx fragment requests the pages make.
+
+Every URL pattern of the dashboard (and the login page) must be described in ``SURFACE``, so a new
+page cannot be left out: the first test fails naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from django.test import Client
+from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter
+from tracer.forms import CompareForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm
+
+pytestmark = pytest.mark.django_db
+
+# url name -> (GET params, POST fields, htmx targets the pages ask for). POST fields None: GET only.
+SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
+    "tracer:runs": ([*RunFilterForm.base_fields, "page"], None, ["run-rows", "run-table"]),
+    "tracer:run": ([], None, []),
+    "tracer:run-steps": (["after"], None, ["step-poll"]),
+    "tracer:compare": ([*CompareForm.base_fields, "run"], None, []),
+    "tracer:policies": (["policy", "experiment"], None, ["policy-list", "policy-matrix"]),
+    "tracer:policy-create": ([], list(PolicyVariantForm.base_fields), ["policy-form"]),
+    "tracer:stops": (["state", "page"], None, ["stop-counts"]),
+    "tracer:stop-review": ([], [*StopReviewForm.base_fields, "next"], ["stop-review"]),
+    "tracer:launch": ([], list(LaunchForm.base_fields), []),
+    "tracer:experiment": ([], None, ["experiment-progress"]),
+    "login": (["next"], ["username", "password", "next"], []),
+}
+# Not probed: logging out ends the session the probe runs in; the admin is Django's own.
+NOT_PROBED = {"logout"}
+
+EXAMPLES_PER_PAGE = 60  # requests per URL pattern: 11 patterns, about 660 requests in all
+BIG = 2**70
+hostile_text = st.one_of(
+    st.text(max_size=30),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=300),  # unicode, NUL and lone controls
+    st.sampled_from(["\x00", "1\x00", "abc", "-1", "0", "", " ", "1e309", "nan", "inf", "2024-13-45", "on"]),
+    st.sampled_from(["//evil.example", "https://evil.example/", "javascript:alert(1)", "/stops/?x=\n1", "/\x00"]),
+    st.integers(min_value=-(2**80), max_value=2**80).map(str),
+    st.sampled_from([str(BIG), str(-BIG), str(2**63), str(2**63 - 1), str(2**31), "9" * 400]),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)
+hostile_values = st.lists(hostile_text, min_size=1, max_size=3)  # a list: the same key sent several times
+path_ids = st.one_of(st.integers(min_value=0, max_value=2**80), st.sampled_from([1, 2, 3, 2**63 - 1, 2**63, BIG]))
+
+
+def _url_names(patterns, namespace: str = "") -> set[str]:
+    names = set()
+    for p in patterns:
+        if isinstance(p, URLResolver):
+            if p.namespace == "admin":
+                continue
+            names |= _url_names(p.url_patterns, f"{namespace}{p.namespace}:" if p.namespace else namespace)
+        elif isinstance(p, URLPattern) and p.name:
+            names.add(f"{namespace}{p.name}")
+    return names
+
+
+def test_every_page_is_probed():
+    assert _url_names(get_resolver().url_patterns) - NOT_PROBED == set(SURFACE)
+
+
+@dataclass
+class Recorded:
+    client: Client
+    ids: dict[str, list[int]]  # url name -> ids of rows that exist, for pages of one row
+
+
+@pytest.fixture
+def recorded(admin_client):
+    """A few rows to point the probe at: a retried refusal, a guard stop, an experiment's run."""
+    experiment = ExperimentFactory()
+    runs = [RunFactory(experiment=experiment).pk, refund_too_old_starter().pk, guard_stop().pk]
+    ids = {
+        "tracer:run": runs,
+        "tracer:run-steps": runs,
+        "tracer:stop-review": runs,
+        "tracer:experiment": [experiment.pk],
+    }
+    return Recorded(client=admin_client, ids=ids)
+
+
+def _url(name: str, data, existing: list[int]) -> str:
+    try:
+        return reverse(name)
+    except NoReverseMatch:  # a page of one row: mostly rows that exist, else any id, huge ones included
+        pk = data.draw(st.one_of(st.sampled_from(existing), path_ids), label="pk")
+        return reverse(name, kwargs={"pk": pk})
+
+
+@pytest.mark.parametrize("name", sorted(SURFACE))
+@settings(
+    max_examples=EXAMPLES_PER_PAGE,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_hostile_input_never_gets_a_server_error(recorded, name, data):
+    params, post_fields, targets = SURFACE[name]
+    url = _url(name, data, recorded.ids.get(name, []))
+    method = "post" if post_fields is not None and data.draw(st.booleans(), label="post") else "get"
+    fields = post_fields if method == "post" else params
+    chosen = data.draw(st.lists(st.sampled_from(fields), unique=True), label="fields") if fields else []
+    payload = {field: data.draw(hostile_values, label=field) for field in chosen}
+    headers = {}
+    if data.draw(st.booleans(), label="htmx"):
+        headers = {"HX-Request": "true"}
+        if targets:
+            headers["HX-Target"] = data.draw(st.sampled_from(targets), label="target")
+    response = getattr(recorded.client, method)(url, payload, headers=headers)
+    assert response.status_code < 500, f"{method.upper()} {url} {payload} {headers} -> {response.status_code}"
