@@ -6,9 +6,11 @@ Production: ``DATABASE_URL=postgres://…`` and ``CELERY_BROKER_URL=redis://…`
 
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -40,6 +42,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "csp",
+    "axes",
     "tracer",
 ]
 
@@ -54,6 +58,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the login page saying so.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -102,6 +109,50 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Security --------------------------------------------------------------------------------
+# Login rate limiting (django-axes): 5 failed logins for one username from one address lock that
+# pair out for 15 minutes; the login page says so (tracer.access.login_locked_out). A success resets.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "tracer.access.login_locked_out"
+AXES_USERNAME_CALLABLE = "tracer.access.login_username"
+
+# Content Security Policy (django-csp 4): scripts and styles only from this site's static files, so
+# nothing from a trace can run in a page even if escaping were ever missed. No inline script and no
+# eval: htmx is told not to insert its indicator <style> nor to eval (meta htmx-config in base.html).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# DJANGO_HTTPS=1 when the dashboard is served over HTTPS (TLS ending at a proxy that sets
+# X-Forwarded-Proto): cookies only over HTTPS, plain HTTP redirected, browsers told to stay on HTTPS.
+HTTPS = os.environ.get("DJANGO_HTTPS", "0") == "1"
+if HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = 60 * 60 * 24 * 365
+SILENCED_SYSTEM_CHECKS = [
+    # HSTS includeSubDomains would force HTTPS on every other site under the dashboard's domain, and
+    # preload is a commitment the domain's owner makes to browser vendors: neither is this app's call.
+    "security.W005",
+    "security.W021",
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

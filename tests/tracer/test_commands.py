@@ -8,6 +8,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
+from django.test import RequestFactory
 
 from agents.events import ListRecorder
 from agents.policies import PRESETS
@@ -104,7 +105,8 @@ def test_run_experiment_names_the_bad_options():
 def test_ensure_login_prints_a_working_password_once():
     first = call("ensure_login")
     password = re.search(r"password (\S+)", first).group(1)
-    assert authenticate(username="admin", password=password) is not None
+    user = authenticate(RequestFactory().post("/login/"), username="admin", password=password)  # as the login page
+    assert user is not None and user.is_superuser
     second = call("ensure_login")
     assert password not in second and "changepassword admin" in second
     assert get_user_model().objects.count() == 1
