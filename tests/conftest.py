@@ -185,9 +185,15 @@ def _uses_transactional_db(request) -> bool:
 
 @pytest.fixture(autouse=True)
 def _preset_policies_after_flush(request):
-    """Transactional tests empty every table between tests, data migrations included: put the presets back."""
+    """Transactional tests empty every table between tests, data migrations included: put the presets
+    and the reviewer group back."""
     if _uses_transactional_db(request):
         request.getfixturevalue("transactional_db")
+        import importlib
+
+        from django.apps import apps
+
+        importlib.import_module("tracer.migrations.0007_reviewer_group").reviewer_group_create(apps, None)
         from agents.policies import PRESETS
         from tracer.models import PolicyVariant
 

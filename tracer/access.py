@@ -1,17 +1,63 @@
-"""Access to the dashboard: the page a login locked out by django-axes gets."""
+"""Who may do what on the dashboard, checked in the views; and the page a locked-out login gets.
+
+- Any logged-in user browses runs, compares them and reads the policy matrix and the stop queue.
+- Reviewing a stop needs ``REVIEW_STOPS``: the ``reviewer`` group (created by a data migration) has it.
+- Creating a policy variant (``CREATE_POLICY``) and launching an experiment (``LAUNCH``) change what
+  the workers run: superusers only, unless an administrator gives those permissions to a group.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.functional import SimpleLazyObject
+
+REVIEWER_GROUP = "reviewer"
+
+REVIEW_STOPS = ("tracer.add_stopreview", "tracer.change_stopreview")
+CREATE_POLICY = ("tracer.add_policyvariant",)
+LAUNCH = ("tracer.add_experiment",)
 
 # A login locked out by django-axes answers 429 with the login page and this message.
 LOCKED_OUT_STATUS = 429
+
+
+def permission_require(*, user: Any, perms: tuple[str, ...], action: str) -> None:
+    """Raise ``PermissionDenied`` (a 403 page that says why) unless ``user`` has every one of ``perms``."""
+    if not user.has_perms(perms):
+        raise PermissionDenied(
+            f"Your account can browse and compare runs but not {action}. An administrator can give you that permission."
+        )
+
+
+@dataclass
+class Abilities:
+    """What the current user may do, for templates to show only the controls that work for them."""
+
+    review: bool
+    create_policy: bool
+    launch: bool
+
+
+def abilities(request: HttpRequest) -> dict[str, Any]:
+    """Context processor: ``can.review``, ``can.create_policy``, ``can.launch`` (looked up when first read)."""
+
+    def read() -> Abilities:
+        user = request.user
+        return Abilities(
+            review=user.has_perms(REVIEW_STOPS),
+            create_policy=user.has_perms(CREATE_POLICY),
+            launch=user.has_perms(LAUNCH),
+        )
+
+    return {"can": SimpleLazyObject(read)}
 
 
 def login_username(request: HttpRequest, credentials: dict | None) -> str | None:

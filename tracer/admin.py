@@ -1,6 +1,14 @@
+"""The Django admin. Recorded history is evidence: runs and their steps are read-only here, and an
+experiment (with its runs) is deleted only by a superuser, after Django's confirmation page, with a
+LogEntry and a log line. Stop reviews may be edited."""
+
+import logging
+
 from django.contrib import admin
 
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
+
+logger = logging.getLogger(__name__)
 
 
 @admin.register(PolicyVariant)
@@ -16,6 +24,42 @@ class ExperimentAdmin(admin.ModelAdmin):
     list_filter = ("model_backend",)
     list_select_related = ("created_by",)
 
+    def has_add_permission(self, request):
+        return False  # experiments are launched from the dashboard, which queues their runs
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def get_deleted_objects(self, objs, request):
+        """The confirmation page lists the runs and steps that go with the experiment; a superuser may
+        delete them that way even though runs cannot be deleted on their own."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        if self.has_delete_permission(request):
+            perms_needed = set()
+        return deleted, counts, perms_needed, protected
+
+    def delete_model(self, request, obj):
+        _log_experiment_deletion(request, [obj])
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        _log_experiment_deletion(request, list(queryset))
+        super().delete_queryset(request, queryset)
+
+
+def _log_experiment_deletion(request, experiments) -> None:
+    for experiment in experiments:
+        logger.warning(
+            "experiment %s (%r, %s runs) deleted with its runs and steps by %s",
+            experiment.pk,
+            experiment.name,
+            experiment.runs.count(),
+            request.user.get_username(),
+        )
+
 
 class StepInline(admin.TabularInline):
     model = Step
@@ -24,6 +68,15 @@ class StepInline(admin.TabularInline):
     fields = ("index", "kind", "tool_name", "is_error", "category", "retryable", "retry_count", "latency_ms")
     readonly_fields = fields
     show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Run)
@@ -47,9 +100,21 @@ class RunAdmin(admin.ModelAdmin):
     inlines = [StepInline]
     show_full_result_count = False
 
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
 
 @admin.register(StopReview)
 class StopReviewAdmin(admin.ModelAdmin):
     list_display = ("run", "verdict", "reviewer", "reviewed_at")
     list_filter = ("verdict",)
     raw_id_fields = ("run",)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("run",) if obj is not None else ()  # a review's verdict and note change, not its run

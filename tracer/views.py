@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import selectors
+from . import access, selectors
 from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create, stop_review_save
 from .forms import (
     CompareForm,
@@ -117,6 +117,7 @@ def policies(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def policy_create(request: HttpRequest) -> HttpResponse:
+    access.permission_require(user=request.user, perms=access.CREATE_POLICY, action="create policy variants")
     form = PolicyVariantForm(request.POST)
     if form.is_valid():
         try:
@@ -170,6 +171,7 @@ def _safe_next(request: HttpRequest, *, fallback: str) -> str:
 @login_required
 @require_POST
 def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
+    access.permission_require(user=request.user, perms=access.REVIEW_STOPS, action="review stops")
     run = get_object_or_404(Run.objects.select_related("review"), pk=pk)
     form = StopReviewForm(request.POST)
     review = None
@@ -198,6 +200,7 @@ def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
 def launch(request: HttpRequest) -> HttpResponse:
     from agents.scenarios import scenario_names  # the agent core loads its scenarios on first use
 
+    access.permission_require(user=request.user, perms=access.LAUNCH, action="launch experiments")
     form = LaunchForm(
         request.POST or None,
         scenarios=list(scenario_names()),

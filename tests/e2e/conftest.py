@@ -28,7 +28,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-USERNAME, PASSWORD = "reviewer", "a-long-test-password"
+USERNAME, PASSWORD = "admin", "a-long-test-password"
 
 
 def pytest_collection_modifyitems(items):
@@ -71,7 +71,8 @@ def page(browser, request):
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user(USERNAME, password=PASSWORD)
+    """The dashboard's login as ``ensure_login`` makes it: a superuser, who may launch and create policies."""
+    return django_user_model.objects.create_superuser(USERNAME, email="", password=PASSWORD)
 
 
 @pytest.fixture

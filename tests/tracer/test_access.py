@@ -1,0 +1,136 @@
+"""Who may do what: recorded history is read-only in the admin, only a superuser deletes an experiment
+(confirmed and logged), a reviewer browses, compares and reviews stops but changes no settings, and a
+plain logged-in user only browses."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.auth.models import Group, Permission
+from django.urls import reverse
+
+from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, refund_too_old_starter
+from tests.tracer.test_security import pages_to_check
+from tracer import access
+from tracer.models import Experiment, PolicyVariant, Run, Step, StopReview
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def reviewer(client, django_user_model):
+    user = django_user_model.objects.create_user("rita", password="a-long-test-password")
+    user.groups.add(Group.objects.get(name=access.REVIEWER_GROUP))
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def plain_user(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("paul", password="a-long-test-password"))
+    return client
+
+
+# --- the admin: recorded history is read-only --------------------------------------------------
+
+
+def test_runs_and_steps_are_read_only_in_the_admin(admin_client):
+    run = refund_too_old_starter()
+    change = reverse("admin:tracer_run_change", args=[run.pk])
+    html = admin_client.get(change).content.decode()
+    assert "refund-too-old" in html and 'name="_save"' not in html and "Delete" not in html
+    assert admin_client.post(change, {"scenario": "edited"}).status_code == 403
+    assert admin_client.get(reverse("admin:tracer_run_add")).status_code == 403
+    assert admin_client.get(reverse("admin:tracer_run_delete", args=[run.pk])).status_code == 403
+    changelist = admin_client.get(reverse("admin:tracer_run_changelist")).content.decode()
+    assert "delete_selected" not in changelist
+    run.refresh_from_db()
+    assert run.scenario == "refund-too-old" and Step.objects.filter(run=run).count() == run.step_count
+
+
+def test_a_stop_review_can_be_changed_in_the_admin(admin_client):
+    review = StopReviewFactory(run=guard_stop(), verdict="expected")
+    change = reverse("admin:tracer_stopreview_change", args=[review.pk])
+    response = admin_client.post(change, {"verdict": "unhelpful_error", "note": "on second look"})
+    assert response.status_code == 302
+    review.refresh_from_db()
+    assert review.verdict == "unhelpful_error" and review.note == "on second look"
+
+
+def test_only_a_superuser_deletes_an_experiment_after_confirming_and_it_is_logged(
+    admin_client, client, admin_user, django_user_model, caplog
+):
+    experiment = ExperimentFactory(name="old trial")
+    run = refund_too_old_starter(experiment=experiment)
+    delete = reverse("admin:tracer_experiment_delete", args=[experiment.pk])
+
+    staff = django_user_model.objects.create_user("sam", password="a-long-test-password", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(content_type__app_label="tracer"))  # every permission
+    client.force_login(staff)
+    assert client.get(delete).status_code == 403
+    assert client.post(delete, {"post": "yes"}).status_code == 403
+
+    confirm = re.sub(r"<[^>]+>", "", admin_client.get(delete).content.decode())
+    assert "Are you sure" in confirm and f"Run: {run}" in confirm  # the runs that go with it are listed
+    with caplog.at_level(logging.WARNING, logger="tracer.admin"):
+        response = admin_client.post(delete, {"post": "yes"})
+    assert response.status_code == 302
+    assert not Experiment.objects.exists() and not Run.objects.filter(pk=run.pk).exists()
+    entry = LogEntry.objects.get(action_flag=DELETION)
+    assert entry.user == admin_user and entry.object_repr == str(experiment)
+    assert f"experiment {experiment.pk} ('old trial', 1 runs) deleted with its runs and steps by admin" in caplog.text
+
+
+# --- roles -----------------------------------------------------------------------------------
+
+
+def test_a_reviewer_browses_compares_and_reviews_stops(reviewer):
+    starter = refund_too_old_starter()
+    stopped = guard_stop()
+    for url in pages_to_check(reviewer):
+        if url == reverse("tracer:launch"):
+            continue
+        assert reviewer.get(url).status_code == 200, url
+    response = reviewer.post(reverse("tracer:stop-review", args=[stopped.pk]), {"verdict": "expected"}, headers=HTMX)
+    assert response.status_code == 200 and "stopReviewed" in response["HX-Trigger"]
+    assert StopReview.objects.get(run=stopped).verdict == "expected"
+    assert reviewer.get(reverse("tracer:compare"), {"a": starter.pk, "b": stopped.pk}).status_code == 200
+
+
+def test_a_reviewer_cannot_launch_or_create_a_policy_and_is_told_why(reviewer):
+    launch = reviewer.get(reverse("tracer:launch"))
+    assert launch.status_code == 403
+    assert "can browse and compare runs but not launch experiments" in launch.content.decode()
+    response = reviewer.post(
+        reverse("tracer:launch"),
+        {"scenarios": ["refund-too-old"], "policies": ["starter"], "model_backend": "simulated", "repeats": "1"},
+    )
+    assert response.status_code == 403 and not Experiment.objects.exists()
+    response = reviewer.post(reverse("tracer:policy-create"), {"name": "mine", "base": "structured"}, headers=HTMX)
+    assert response.status_code == 403 and not PolicyVariant.objects.filter(name="mine").exists()
+    assert "not create policy variants" in response.content.decode()
+
+
+def test_a_reviewer_sees_no_control_they_cannot_use(reviewer, admin_client):
+    RunFactory()
+    guard_stop()
+    launch = reverse("tracer:launch")
+    for page in ("tracer:runs", "tracer:policies", "tracer:stops"):
+        assert f'href="{launch}"' not in reviewer.get(reverse(page)).content.decode(), page
+        assert f'href="{launch}"' in admin_client.get(reverse(page)).content.decode(), page
+    assert 'id="policy-form"' not in reviewer.get(reverse("tracer:policies")).content.decode()
+    assert "Save review" in reviewer.get(reverse("tracer:stops")).content.decode()
+
+
+def test_a_plain_user_browses_but_cannot_review(plain_user):
+    stopped = guard_stop()
+    html = plain_user.get(reverse("tracer:stops")).content.decode()
+    assert f"Run #{stopped.pk}" in html and "Save review" not in html
+    assert "Reviewing stops needs the reviewer role." in html
+    response = plain_user.post(reverse("tracer:stop-review", args=[stopped.pk]), {"verdict": "expected"})
+    assert response.status_code == 403 and not StopReview.objects.exists()
