@@ -20,13 +20,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-TOOL_USE = "tool_use"
-FINAL_ANSWER = "final_answer"
-
-# Error formats of agents.policies.Policy; an unknown format (imported runs) shows everything known.
-BARE = "bare"
-MESSAGE = "message"
-RAISE = "raise"
+from agents.vocabulary import ErrorFormat, StepKind
 
 
 def canonical(value: Any) -> str:
@@ -52,11 +46,12 @@ def attempt_outcome(attempt: Mapping[str, Any], *, error_format: str = "", empty
             return Outcome(True, "empty result", ("empty",))
         return Outcome(True, "ok", ("ok", canonical(attempt.get("content"))))
     message = attempt.get("message") or ("nothing found" if attempt.get("empty") else "")
-    if error_format == BARE:
+    # An unknown error format (an imported run's) shows everything the attempt says, as structured does.
+    if error_format == ErrorFormat.BARE:
         return Outcome(False, 'bare "Error"', ("error", "Error"))
-    if error_format == MESSAGE:
+    if error_format == ErrorFormat.MESSAGE:
         return Outcome(False, f"error: {message}", ("error", message))
-    if error_format == RAISE:
+    if error_format == ErrorFormat.RAISE:
         return Outcome(False, "raised", ("raised", message))
     category = attempt.get("category") or "error"
     retryable = attempt.get("retryable")
@@ -66,9 +61,9 @@ def attempt_outcome(attempt: Mapping[str, Any], *, error_format: str = "", empty
 
 def step_signature(step: Mapping[str, Any]) -> tuple:
     """What a step did, for alignment: the tool and its input, or the final answer."""
-    if step.get("kind") == FINAL_ANSWER:
-        return (FINAL_ANSWER,)
-    return (TOOL_USE, step.get("tool_name") or "", canonical(step.get("input")))
+    if step.get("kind") == StepKind.FINAL_ANSWER:
+        return (StepKind.FINAL_ANSWER,)
+    return (StepKind.TOOL_USE, step.get("tool_name") or "", canonical(step.get("input")))
 
 
 @dataclass
@@ -128,7 +123,7 @@ class Divergence:
 def _describe(step: Mapping[str, Any] | None) -> str:
     if step is None:
         return "nothing"
-    if step.get("kind") == FINAL_ANSWER:
+    if step.get("kind") == StepKind.FINAL_ANSWER:
         return "gave its final answer"
     return f"called {step.get('tool_name')}"
 
@@ -186,7 +181,7 @@ def _split_in(rows: list[StepRow], index: int) -> Split | None:
         side = "A" if a is not None else "B"
         other = "B" if side == "A" else "A"
         return Split(index, None, "extra step", f"Run {side} {_describe(present)}; run {other} has no such step.")
-    a_final, b_final = a.get("kind") == FINAL_ANSWER, b.get("kind") == FINAL_ANSWER
+    a_final, b_final = a.get("kind") == StepKind.FINAL_ANSWER, b.get("kind") == StepKind.FINAL_ANSWER
     if a_final and b_final:
         if (a.get("text") or "") != (b.get("text") or ""):
             return Split(index, None, "final answer", "The runs gave different final answers.")

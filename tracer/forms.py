@@ -8,6 +8,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from agents.policies import PRESETS
+from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule
 
 from .models import Run, StopReview
 
@@ -46,7 +47,7 @@ class RunFilterForm(forms.Form):
     model_backend = forms.ChoiceField(
         required=False,
         label="model",
-        choices=BLANK + [(b, b) for b in ("simulated", "claude", "replay", "imported")],
+        choices=BLANK + Run.ModelBackend.choices,
     )
     status = forms.ChoiceField(required=False, choices=BLANK + Run.Status.choices)
     stop_reason = forms.ChoiceField(required=False, label="stop reason", choices=BLANK + Run.StopReason.choices)
@@ -107,11 +108,9 @@ class PolicyVariantForm(forms.Form):
     error_format = forms.ChoiceField(
         required=False,
         label="error format",
-        choices=INHERIT + [(v, v) for v in ("raise", "bare", "message", "structured")],
+        choices=INHERIT + [(v, v) for v in ErrorFormat],
     )
-    retry_on = forms.ChoiceField(
-        required=False, label="retry", choices=INHERIT + [(v, v) for v in ("all", "transient", "none")]
-    )
+    retry_on = forms.ChoiceField(required=False, label="retry", choices=INHERIT + [(v, v) for v in RetryRule])
     max_attempts = forms.IntegerField(required=False, label="max attempts")
     backoff_base_s = forms.FloatField(required=False, label="backoff base (s)")
     backoff_max_s = forms.FloatField(required=False, label="backoff max (s)")
@@ -141,7 +140,7 @@ class StopReviewForm(forms.Form):
 class LaunchForm(forms.Form):
     scenarios = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
     policies = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
-    model_backend = forms.ChoiceField(label="model backend", initial="simulated")
+    model_backend = forms.ChoiceField(label="model backend", initial=ModelBackendName.SIMULATED)
     repeats = forms.IntegerField(min_value=1, max_value=50, initial=1)
     name = forms.CharField(required=False, max_length=200)
 

@@ -3,12 +3,32 @@
 Runs may also come from outside (imported transcripts, OpenTelemetry spans), where scenario, policy
 or verdict are unknown: those fields are blank, never required. Counters live on ``Run`` so list
 pages never aggregate steps; the recorder keeps them consistent with the steps it writes.
+Stop reasons, step kinds, error categories and model backends are ``agents.vocabulary``'s: the
+choices here are built from those enums, never spelled again.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.conf import settings as django_settings
 from django.db import models
+
+from agents import vocabulary
+
+
+def vocabulary_choices(
+    qualname: str, terms: type[StrEnum], *, extra: dict[str, str] | None = None, plain_labels: bool = False
+) -> type[models.TextChoices]:
+    """``TextChoices`` with the members of an ``agents.vocabulary`` enum: the same names and values.
+
+    Labels are Django's (``FINAL_ANSWER``: "Final Answer"), or the values themselves with
+    ``plain_labels``. ``extra`` adds values that only the tracer knows (name: value).
+    """
+    members = [(m.name, m.value) for m in terms] + list((extra or {}).items())
+    if plain_labels:
+        members = [(name, (value, value)) for name, value in members]
+    return models.TextChoices(qualname.rpartition(".")[2], members, module=__name__, qualname=qualname)
 
 
 class PolicyVariant(models.Model):
@@ -31,11 +51,13 @@ class PolicyVariant(models.Model):
 class Experiment(models.Model):
     """Scenarios × policies × repeats launched together with one model backend."""
 
+    ModelBackend = vocabulary_choices("Experiment.ModelBackend", vocabulary.ModelBackendName, plain_labels=True)
+
     name = models.CharField(max_length=200, blank=True)
     scenarios = models.JSONField(default=list)
     policies = models.JSONField(default=list)  # policy names
     repeats = models.PositiveIntegerField(default=1)
-    model_backend = models.CharField(max_length=20, default="simulated")
+    model_backend = models.CharField(max_length=20, default=ModelBackend.SIMULATED)
     model_name = models.CharField(max_length=100, blank=True)
     total_runs = models.PositiveIntegerField(default=0)
     finished_runs = models.PositiveIntegerField(default=0)  # kept by the recorder
@@ -59,13 +81,11 @@ class Run(models.Model):
         RUNNING = "running"
         FINISHED = "finished"
 
-    class StopReason(models.TextChoices):
-        FINAL_ANSWER = "final_answer"
-        CONSECUTIVE_ERRORS = "consecutive_errors"
-        MAX_STEPS = "max_steps"
-        FATAL_ERROR = "fatal_error"
-        CRASHED = "crashed"
-        INTERRUPTED = "interrupted"
+    StopReason = vocabulary_choices("Run.StopReason", vocabulary.StopReason)
+    # Runs that arrived from outside (transcripts, spans) were not run by any backend here.
+    ModelBackend = vocabulary_choices(
+        "Run.ModelBackend", vocabulary.ModelBackendName, extra={"IMPORTED": "imported"}, plain_labels=True
+    )
 
     class Verdict(models.TextChoices):
         PASS = "pass"
@@ -84,7 +104,7 @@ class Run(models.Model):
     policy_name = models.CharField(max_length=40, blank=True)
     policy = models.ForeignKey(PolicyVariant, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     policy_settings = models.JSONField(default=dict, blank=True)  # snapshot at launch
-    model_backend = models.CharField(max_length=20, default="simulated")  # simulated | claude | replay | imported
+    model_backend = models.CharField(max_length=20, default=ModelBackend.SIMULATED)
     model_name = models.CharField(max_length=100, blank=True)
     task = models.TextField(blank=True)
 
@@ -159,7 +179,7 @@ class Run(models.Model):
 
     @property
     def is_simulated(self) -> bool:
-        return self.model_backend == "simulated"
+        return self.model_backend == self.ModelBackend.SIMULATED
 
     @property
     def total_tokens(self) -> int:
@@ -169,9 +189,8 @@ class Run(models.Model):
 class Step(models.Model):
     """One tool_use with its attempts, or the final answer."""
 
-    class Kind(models.TextChoices):
-        TOOL_USE = "tool_use"
-        FINAL_ANSWER = "final_answer"
+    Kind = vocabulary_choices("Step.Kind", vocabulary.StepKind)
+    Category = vocabulary_choices("Step.Category", vocabulary.ErrorCategory, plain_labels=True)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()  # 1-based
@@ -182,7 +201,7 @@ class Step(models.Model):
     attempts = models.JSONField(default=list, blank=True)  # agents.events.Attempt.to_dict() each
     result_content = models.JSONField(null=True, blank=True)  # the tool_result content sent to the model
     is_error = models.BooleanField(default=False)
-    category = models.CharField(max_length=12, blank=True)
+    category = models.CharField(max_length=12, blank=True)  # a Category; blank when it succeeded
     retryable = models.BooleanField(null=True, blank=True)
     retry_count = models.PositiveIntegerField(default=0)
     latency_ms = models.FloatField(default=0)

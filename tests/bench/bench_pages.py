@@ -358,7 +358,7 @@ class Generator:
             policy_name=policy,
             policy=self.variants.get(policy),
             policy_settings=self.settings.get(policy, {}),
-            model_backend="imported" if imported else "simulated",
+            model_backend=Run.ModelBackend.IMPORTED if imported else Run.ModelBackend.SIMULATED,
             model_name="" if imported else "simulated-1",
             task=task,
             status=(Run.Status.RUNNING if active else Run.Status.FINISHED),

@@ -8,6 +8,7 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
+from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
 
 register = template.Library()
@@ -32,13 +33,13 @@ def outcome(attempt: dict, policy_settings: dict | None = None) -> str:
         attempt, error_format=error_format, empty_is_error=bool(settings.get("empty_is_error"))
     ).label
     # The message format's label repeats the message, which the row shows beside it.
-    return "error" if error_format == "message" and label.startswith("error: ") else label
+    return "error" if error_format == ErrorFormat.MESSAGE and label.startswith("error: ") else label
 
 
 @register.simple_tag
 def backend_badge(run: Any) -> str:
     """The model backend; a simulated run says so wherever it is shown."""
-    if run.model_backend == "simulated":
+    if run.model_backend == ModelBackendName.SIMULATED:
         return format_html('<span class="badge sim" title="{}">simulated</span>', SIMULATED_TITLE)
     label = f"{run.model_backend} · {run.model_name}" if run.model_name else run.model_backend
     return format_html('<span class="badge model">{}</span>', label)
