@@ -134,3 +134,34 @@ def test_two_simultaneous_creations_of_one_name_give_one_policy_and_one_form_err
     assert len(created) == 1 and len(refused) == 1, outcomes
     assert refused[0].message_dict == {"name": ["a policy named 'twin' already exists; choose another name"]}
     assert PolicyVariant.objects.filter(name="twin").count() == 1
+
+
+# --- input no view can use -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url,params,named",
+    [
+        ("/", {"q": "refund\x00"}, "q"),
+        ("/admin/tracer/run/", {"status__exact": "\x00"}, "status__exact"),  # a 500 on PostgreSQL before
+        ("/admin/tracer/run/", {"policy_name__exact": "a\x00b"}, "policy_name__exact"),
+    ],
+)
+def test_a_nul_character_in_any_parameter_is_a_400_naming_it(admin_client, url, params, named):
+    RunFactory()
+    response = admin_client.get(url, params)
+    assert response.status_code == 400
+    assert f"The value of “{named}” contains a NUL character, which no field accepts." in response.content.decode()
+
+
+def test_a_nul_character_in_a_form_value_is_a_400_naming_it(admin_client):
+    run = guard_stop()
+    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "note": "\x00"})
+    assert response.status_code == 400 and "“note”" in response.content.decode()
+
+
+def test_an_empty_to_field_on_an_admin_page_is_a_400(admin_client):
+    run = RunFactory()
+    for url in (reverse("admin:tracer_run_change", args=[run.pk]), reverse("admin:auth_group_changelist")):
+        response = admin_client.get(url, {"_to_field": ""})
+        assert response.status_code == 400 and "“_to_field” is empty" in response.content.decode()

@@ -1,5 +1,6 @@
 """Hostile input never gets a 5xx: Hypothesis sends generated values to every page's query string,
-form fields and path ids, as a page request and as the htmx fragment requests the pages make.
+form fields and path ids, as a page request and as the htmx fragment requests the pages make, and to
+every admin changelist's search, ordering, paging and list filters and every admin page of one row.
 
 Every URL pattern of the dashboard (and the login page) must be described in ``SURFACE``, so a new
 page cannot be left out: the first test fails naming it.
@@ -10,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from django.apps import apps
+from django.contrib import admin
 from django.test import Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
 from hypothesis import HealthCheck, given, settings
@@ -34,10 +37,11 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:experiment": ([], None, ["experiment-progress"]),
     "login": (["next"], ["username", "password", "next"], []),
 }
-# Not probed: logging out ends the session the probe runs in; the admin is Django's own.
+# Not probed here: logging out ends the session the probe runs in; the admin has its own probe below.
 NOT_PROBED = {"logout"}
 
-EXAMPLES_PER_PAGE = 60  # requests per URL pattern: 11 patterns, about 660 requests in all
+EXAMPLES_PER_PAGE = 60  # requests per URL pattern: 11 patterns, 660 requests
+EXAMPLES_PER_ADMIN_MODEL = 25  # requests per model in the admin: 8 models, 200 requests
 BIG = 2**70
 hostile_text = st.one_of(
     st.text(max_size=30),
@@ -117,3 +121,40 @@ def test_hostile_input_never_gets_a_server_error(recorded, name, data):
             headers["HX-Target"] = data.draw(st.sampled_from(targets), label="target")
     response = getattr(recorded.client, method)(url, payload, headers=headers)
     assert response.status_code < 500, f"{method.upper()} {url} {payload} {headers} -> {response.status_code}"
+
+
+# --- the admin ---------------------------------------------------------------------------------
+ADMIN_MODELS = sorted(f"{m._meta.app_label}.{m._meta.model_name}" for m in admin.site._registry)
+
+
+def _admin_params(model_admin) -> list[str]:
+    """A changelist's own parameters and each list filter's lookups."""
+    params = ["q", "o", "p", "e", "all", "_to_field", "_popup", "_changelist_filters"]
+    for entry in model_admin.list_filter:
+        if isinstance(entry, str):
+            params += [entry, f"{entry}__exact", f"{entry}__isnull", f"{entry}__id__exact", f"{entry}__gte"]
+    if model_admin.date_hierarchy:
+        params += [f"{model_admin.date_hierarchy}__{part}" for part in ("year", "month", "day")]
+    return params
+
+
+@pytest.mark.parametrize("model", ADMIN_MODELS)
+@settings(
+    max_examples=EXAMPLES_PER_ADMIN_MODEL,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_hostile_input_never_gets_a_server_error_in_the_admin(recorded, model, data):
+    app_label, model_name = model.split(".")
+    model_admin = admin.site._registry[apps.get_model(app_label, model_name)]
+    page = data.draw(st.sampled_from(["changelist", "change", "delete", "history"]), label="page")
+    if page == "changelist":
+        url = reverse(f"admin:{app_label}_{model_name}_changelist")
+    else:
+        pk = data.draw(st.one_of(st.sampled_from(["1", "2", "abc", "-1", "%00"]), path_ids.map(str)), label="pk")
+        url = reverse(f"admin:{app_label}_{model_name}_{page}", args=[pk])
+    fields = data.draw(st.lists(st.sampled_from(_admin_params(model_admin)), unique=True), label="fields")
+    payload = {field: data.draw(hostile_values, label=field) for field in fields}
+    response = recorded.client.get(url, payload)
+    assert response.status_code < 500, f"GET {url} {payload} -> {response.status_code}"

@@ -1,0 +1,37 @@
+"""Input no view can use, refused with a 400 page naming the parameter before any view runs.
+
+- A NUL character in a query string or form value: no field accepts one, and PostgreSQL cannot store
+  or even compare text holding one, so a filter on it fails in the database (the admin's list filters
+  did, with a 500).
+- An empty ``_to_field`` on an admin page: Django's admin checks the field only when the value is not
+  empty, then looks up a field named "" (a 500).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+
+def unusable_input_refused(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+    def middleware(request: HttpRequest) -> HttpResponse:
+        problem = _unusable_input(request)
+        if problem is not None:
+            return render(request, "400.html", {"message": problem}, status=400)
+        return get_response(request)
+
+    return middleware
+
+
+def _unusable_input(request: HttpRequest) -> str | None:
+    sources = [request.GET, request.POST] if request.method == "POST" else [request.GET]
+    for source in sources:
+        for name, values in source.lists():
+            if "\x00" in name or any("\x00" in value for value in values):
+                return f"The value of “{name.replace(chr(0), '')}” contains a NUL character, which no field accepts."
+            if name == "_to_field" and "" in values and request.path.startswith(reverse("admin:index")):
+                return "“_to_field” is empty: it must name a field of the model."
+    return None
