@@ -131,7 +131,7 @@ CONTENT_SECURITY_POLICY = {
         "default-src": [SELF],
         "script-src": [SELF],
         "style-src": [SELF],
-        "img-src": [SELF, "data:"],
+        "img-src": [SELF],
         "connect-src": [SELF],
         "object-src": [NONE],
         "base-uri": [SELF],

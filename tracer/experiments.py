@@ -1,10 +1,10 @@
 """Experiments: launching them, and the dashboard's other writes about what runs and how it is judged.
 
-``experiment_launch`` validates every input, creates one queued run per scenario × policy × repeat
-in one transaction and sends their tasks once it commits; ``run_create`` makes one queued run with a
-snapshot of its policy. Policy variants (``policy_variant_create``) and reviews of guard stops
-(``stop_review_save``) are written here too. Executing a run is ``execution``'s, recording it
-``recording``'s.
+``experiment_launch`` validates every input and checks that the task broker answers, creates one
+queued run per scenario × policy × repeat in one transaction and sends their tasks once it commits
+(through ``delivery``); ``run_create`` makes one queued run with a snapshot of its policy. Policy
+variants (``policy_variant_create``) and reviews of guard stops (``stop_review_save``) are written
+here too. Executing a run is ``execution``'s, recording it ``recording``'s.
 
 HackSoft style: keyword-only typed arguments, ``<entity>_<action>`` names; each raises
 ``ValidationError`` naming every invalid field, and then writes nothing.
@@ -15,14 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from agents.policies import PolicyError, policy_from_dict
 from agents.vocabulary import ModelBackendName
 
+from . import delivery
 from .models import Experiment, PolicyVariant, Run, StopReview
-from .tasks import run_execute_task
 
 MAX_REPEATS = 50
 MAX_EXPERIMENT_RUNS = 2000
@@ -112,8 +113,10 @@ def experiment_launch(
 ) -> Experiment:
     """Create an experiment with one queued run per scenario × policy × repeat and enqueue them.
 
-    Raises ``ValidationError`` whose ``message_dict`` names each invalid field and what is expected;
-    then nothing is written. Tasks are sent only once the transaction commits.
+    Raises ``ValidationError`` whose ``message_dict`` names each invalid field and what is expected,
+    or (under ``NON_FIELD_ERRORS``) that the task broker is not reachable; then nothing is written.
+    Tasks are sent only once the transaction commits; if sending fails then, the runs stay queued
+    and the sweep sends them again (``execution.runs_sweep``).
     """
     errors: dict[str, list[str]] = {}
     clean_scenarios, scenario_errors = _check_names(values=scenarios, known=_scenario_names(), what="scenario")
@@ -139,6 +142,10 @@ def experiment_launch(
             ]
     if errors:
         raise ValidationError(errors)
+    try:
+        delivery.broker_check()
+    except delivery.BrokerUnreachable as exc:
+        raise ValidationError({NON_FIELD_ERRORS: [str(exc)]}) from None
 
     variants = _policy_variants(clean_policies)
     with transaction.atomic():
@@ -164,8 +171,9 @@ def experiment_launch(
                             experiment=experiment,
                         )
                     )
-        for run in runs:
-            run_execute_task.delay_on_commit(run.pk)
+        # Sent once this commits: the sweep sends a run again if no worker has taken it a while later.
+        Run.objects.filter(experiment=experiment).update(enqueued_at=timezone.now(), send_count=1)
+        delivery.runs_send_on_commit(run_ids=[run.pk for run in runs])
     return experiment
 
 

@@ -131,6 +131,15 @@ class Run(models.Model):
     # the pid of the process that executes it there. Matched by equality, never parsed from text.
     worker_name = models.CharField(max_length=200, blank=True)
     worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    # The database, not the broker, says what must execute (docs/recording.md, "Leases"). Each claim
+    # writes a new token; only the holder of the current token may record the run's steps and end.
+    # The holder renews the lease with each step and from a heartbeat; once it lapses, the sweep ends
+    # the run ``interrupted`` and queues one re-run of it.
+    claim_token = models.CharField(max_length=32, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)  # when its task message was last sent
+    send_count = models.PositiveIntegerField(default=0)  # task messages sent for it; 0: never sent to workers
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -168,6 +177,9 @@ class Run(models.Model):
             models.Index(fields=["model_backend"], name="run_backend_idx"),
             # A starting worker and ``interrupt_stale --worker`` look for one name's running runs.
             models.Index(fields=["worker_name", "status"], name="run_worker_idx"),
+            # The sweep: running runs whose lease lapsed, queued runs whose message is due again.
+            models.Index(fields=["status", "lease_expires_at"], name="run_lease_idx"),
+            models.Index(fields=["status", "enqueued_at"], name="run_enqueued_idx"),
         ]
 
     def __str__(self) -> str:

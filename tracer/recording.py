@@ -6,6 +6,11 @@ it today; importers (OTLP spans, transcripts) and a live step API will write thr
 functions, so counters, divergence, the matrix and the stop queue work the same whatever a run's
 source. Each step and its counters are one transaction, so a run's steps can be read while it runs.
 
+A write lands only while the run may still be written: a run that has ended refuses it, with
+``RunNotRunning``, and nothing is written. A worker writes under the token of its claim
+(``claim_token``): then the run must also still be held by that claim, and each step renews the
+claim's lease (``lease_expires``). Writers without a claim (importers) leave ``claim_token`` empty.
+
 HackSoft style: keyword-only typed arguments, ``<entity>_<action>`` names. Reads live in
 ``selectors.py``.
 """
@@ -13,11 +18,13 @@ HackSoft style: keyword-only typed arguments, ``<entity>_<action>`` names. Reads
 from __future__ import annotations
 
 import json
+import logging
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
@@ -25,6 +32,8 @@ from django.utils import timezone
 from agents.events import RunEnd, RunStart, StepEvent
 
 from .models import Experiment, Run, Step
+
+logger = logging.getLogger(__name__)
 
 
 def _wasted_retries(step: StepEvent) -> int:
@@ -57,14 +66,64 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def step_record(*, run: Run, step: StepEvent) -> Step:
+class RunNotRunning(Exception):
+    """A write to a run that has ended, or that another claim now holds: refused, nothing written."""
+
+
+def lease_expires() -> datetime:
+    """When a lease taken or renewed now lapses: ``RLT_LEASE_S`` from now."""
+    return timezone.now() + timedelta(seconds=settings.RLT_LEASE_S)
+
+
+def _writable(*, run_id: int, claim_token: str):
+    """The run, if it may still be written: not finished and, under a claim, still held by it.
+
+    One ``filter()``, so the guard and the write are one conditional ``UPDATE``.
+    """
+    if claim_token:
+        return Run.objects.filter(
+            pk=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING], claim_token=claim_token
+        )
+    return Run.objects.filter(pk=run_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+
+
+def _refused(*, run_id: int, what: str) -> RunNotRunning:
+    """The refusal of ``what`` (e.g. "step 4") for a run that may not be written, saying why."""
+    row = Run.objects.filter(pk=run_id).values("status", "stop_reason", "finished_at").first()
+    if row is None:
+        return RunNotRunning(f"run {run_id} does not exist; {what} refused")
+    if row["status"] == Run.Status.FINISHED:
+        when = f" at {row['finished_at']:%Y-%m-%d %H:%M:%S} UTC" if row["finished_at"] else ""
+        return RunNotRunning(f"run {run_id} already ended ({row['stop_reason'] or 'finished'}{when}); {what} refused")
+    return RunNotRunning(f"run {run_id} is held by another claim now; {what} refused")
+
+
+def step_record(*, run: Run, step: StepEvent, claim_token: str = "") -> Step:
     """Write one step and bump the run's counters, in one transaction.
 
     Counters move with ``F()`` expressions in the same transaction as the step row, so a reader
-    sees either both or neither, and concurrent writers never lose an increment.
+    sees either both or neither, and concurrent writers never lose an increment. The counter
+    ``UPDATE`` goes first and is the guard: if the run may not be written (``_writable``) it changes
+    no row, and ``RunNotRunning`` is raised before any step is inserted. Under a claim it also
+    renews the lease.
     """
     is_tool = step.kind == Step.Kind.TOOL_USE
+    text = _search_text(step)
+    lease = {"lease_expires_at": lease_expires()} if claim_token else {}
     with transaction.atomic():
+        updated = _writable(run_id=run.pk, claim_token=claim_token).update(
+            step_count=F("step_count") + 1,
+            tool_call_count=F("tool_call_count") + (1 if is_tool else 0),
+            error_count=F("error_count") + (1 if step.is_error else 0),
+            retry_count=F("retry_count") + step.retry_count,
+            wasted_retry_count=F("wasted_retry_count") + _wasted_retries(step),
+            input_tokens=F("input_tokens") + step.input_tokens,
+            output_tokens=F("output_tokens") + step.output_tokens,
+            search_text=Concat(F("search_text"), Value(text + "\n")) if text else F("search_text"),
+            **lease,
+        )
+        if not updated:
+            raise _refused(run_id=run.pk, what=f"step {step.index}")
         row = Step.objects.create(
             run=run,
             index=step.index,
@@ -83,22 +142,25 @@ def step_record(*, run: Run, step: StepEvent) -> Step:
             output_tokens=step.output_tokens,
             text=step.text or "",
         )
-        text = _search_text(step)
-        Run.objects.filter(pk=run.pk).update(
-            step_count=F("step_count") + 1,
-            tool_call_count=F("tool_call_count") + (1 if is_tool else 0),
-            error_count=F("error_count") + (1 if step.is_error else 0),
-            retry_count=F("retry_count") + step.retry_count,
-            wasted_retry_count=F("wasted_retry_count") + _wasted_retries(step),
-            input_tokens=F("input_tokens") + step.input_tokens,
-            output_tokens=F("output_tokens") + step.output_tokens,
-            search_text=Concat(F("search_text"), Value(text + "\n")) if text else F("search_text"),
-        )
     return row
 
 
-def run_start(*, run: Run, start: RunStart, worker_name: str = "", worker_pid: int | None = None) -> None:
-    """Mark a run running and store what the loop says about it (model name, task, policy snapshot)."""
+def run_lease_renew(*, run_id: int, claim_token: str) -> bool:
+    """Extend the lease of a run its claim still holds; False once the run has ended or was taken."""
+    return bool(
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, claim_token=claim_token).update(
+            lease_expires_at=lease_expires()
+        )
+    )
+
+
+def run_start(
+    *, run: Run, start: RunStart, worker_name: str = "", worker_pid: int | None = None, claim_token: str = ""
+) -> None:
+    """Mark a run running and store what the loop says about it (model name, task, policy snapshot).
+
+    Raises ``RunNotRunning`` when the run may not be written (it ended, or another claim holds it).
+    """
     fields: dict[str, Any] = {
         "status": Run.Status.RUNNING,
         "scenario": start.scenario or run.scenario,
@@ -112,15 +174,22 @@ def run_start(*, run: Run, start: RunStart, worker_name: str = "", worker_pid: i
     if worker_name:
         fields["worker_name"] = worker_name[:200]
         fields["worker_pid"] = worker_pid
-    # A run claimed by a task already has started_at; a child run gets it now.
-    Run.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
-    Run.objects.filter(pk=run.pk).exclude(status=Run.Status.FINISHED).update(**fields)
+    if claim_token:
+        fields["lease_expires_at"] = lease_expires()
+    with transaction.atomic():
+        if not _writable(run_id=run.pk, claim_token=claim_token).update(**fields):
+            raise _refused(run_id=run.pk, what="its start")
+        # A run claimed by a task already has started_at; a child run gets it now.
+        Run.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
     for name, value in fields.items():
         setattr(run, name, value)
 
 
-def run_finish(*, run: Run, end: RunEnd) -> bool:
-    """Store how a run ended and count it in its experiment; False if it had already finished."""
+def run_finish(*, run: Run, end: RunEnd, claim_token: str = "") -> bool:
+    """Store how a run ended and count it in its experiment.
+
+    False, writing nothing, if it had already finished or (under ``claim_token``) another claim holds it.
+    """
     verdict = ""
     verdict_reason = ""
     if end.verdict is not None:
@@ -128,20 +197,16 @@ def run_finish(*, run: Run, end: RunEnd) -> bool:
         verdict_reason = end.verdict.reason or ""
     now = timezone.now()
     with transaction.atomic():
-        updated = (
-            Run.objects.filter(pk=run.pk)
-            .exclude(status=Run.Status.FINISHED)
-            .update(
-                status=Run.Status.FINISHED,
-                stop_reason=end.stop_reason,
-                final_answer=end.final_answer or "",
-                verdict=verdict,
-                verdict_reason=verdict_reason,
-                error=end.error or "",
-                guard=(end.guard or "")[:200],
-                transcript=_jsonable(end.transcript or []),
-                finished_at=now,
-            )
+        updated = _writable(run_id=run.pk, claim_token=claim_token).update(
+            status=Run.Status.FINISHED,
+            stop_reason=end.stop_reason,
+            final_answer=end.final_answer or "",
+            verdict=verdict,
+            verdict_reason=verdict_reason,
+            error=end.error or "",
+            guard=(end.guard or "")[:200],
+            transcript=_jsonable(end.transcript or []),
+            finished_at=now,
         )
         if updated and run.experiment_id and run.parent_id is None:
             Experiment.objects.filter(pk=run.experiment_id).update(finished_runs=F("finished_runs") + 1)
@@ -157,10 +222,31 @@ class RunTimeLimitExceeded(RuntimeError):
     """Raised into the agent loop after a step when the run has used up ``RLT_RUN_TIME_LIMIT_S``."""
 
 
+class RecordingStopped(BaseException):
+    """Raised into the agent loop by ``DbRecorder`` when it can no longer write the run: the run was
+    ended elsewhere (``RunNotRunning``: interrupted by the sweep, say), or the database went away.
+
+    The loop must then stop without reporting an end, so it is a ``BaseException``, like the loop's
+    own ``RunAborted``: neither the loop nor the tool wrapper around a sub-agent turns it into a
+    crash. ``execution.run_execute`` catches it.
+    """
+
+    def __init__(self, message: str, *, database_lost: bool = False) -> None:
+        super().__init__(message)
+        self.database_lost = database_lost
+
+
+# Errors of a database that is down, restarting or unreachable: the run cannot be recorded now.
+DATABASE_LOST = (OperationalError, InterfaceError)
+
+
 class DbRecorder:
     """The agents ``Recorder`` that writes a run to the database as it happens.
 
     ``observer`` (optional) receives every event after it is stored, e.g. to print the trace.
+    ``claim_token``: the claim the run is executed under (``execution.run_claim``); every write is
+    then refused once the run has ended or another claim holds it, and the loop is stopped with
+    ``RecordingStopped``.
     Sub-agents get child runs (``parent`` set, no experiment: an experiment counts top-level runs).
     """
 
@@ -172,23 +258,79 @@ class DbRecorder:
         worker_pid: int | None = None,
         observer=None,
         deadline: float | None = None,
+        claim_token: str = "",
     ) -> None:
         self.run = run
         self.worker_name = worker_name
         self.worker_pid = worker_pid
+        self.claim_token = claim_token
         self.observer = observer
         self.finished = False
         self.step_delay_s = settings.RLT_STEP_DELAY_S
         # monotonic time after which the run is stopped; sub-agents share their parent's
         self.deadline = deadline if deadline is not None else time.monotonic() + settings.RLT_RUN_TIME_LIMIT_S
 
+    def _stop(self, exc: Exception) -> RecordingStopped:
+        self.finished = True  # nothing more is written for this run by this recorder
+        if isinstance(exc, RunNotRunning):
+            return RecordingStopped(str(exc))
+        return RecordingStopped(
+            f"the database went away while recording run {self.run.pk}: {type(exc).__name__}: {exc}",
+            database_lost=True,
+        )
+
+    def _write(self, write, *, what: str):
+        """``write()``, tried again through a database restart for up to ``RLT_LEASE_S / 2``.
+
+        Each write is one transaction guarded by the claim, so trying it again is safe: it lands
+        once, or it is refused because the run ended meanwhile. Then, or when the database stays
+        away, the loop is stopped with ``RecordingStopped``.
+        """
+        deadline = time.monotonic() + settings.RLT_LEASE_S / 2
+        pause = 0.5
+        while True:
+            try:
+                return write()
+            except RunNotRunning as exc:
+                raise self._stop(exc) from exc
+            except DATABASE_LOST as exc:
+                if time.monotonic() + pause > deadline:
+                    raise self._stop(exc) from exc
+                logger.warning("run %s: %s failed (%s); trying again in %.1f s", self.run.pk, what, exc, pause)
+                if not connection.in_atomic_block:
+                    connection.close()  # the next try connects afresh
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
+
     def run_started(self, start: RunStart) -> None:
-        run_start(run=self.run, start=start, worker_name=self.worker_name, worker_pid=self.worker_pid)
+        self._write(
+            lambda: run_start(
+                run=self.run,
+                start=start,
+                worker_name=self.worker_name,
+                worker_pid=self.worker_pid,
+                claim_token=self.claim_token,
+            ),
+            what="recording its start",
+        )
         if self.observer is not None:
             self.observer.run_started(start)
 
     def step_recorded(self, step: StepEvent) -> None:
-        step_record(run=self.run, step=step)
+        tried = False
+
+        def write() -> None:
+            nonlocal tried
+            try:
+                step_record(run=self.run, step=step, claim_token=self.claim_token)
+            except IntegrityError:
+                # Trying again after a connection lost at COMMIT: the step may have landed then.
+                if not (tried and Step.objects.filter(run_id=self.run.pk, index=step.index).exists()):
+                    raise
+            finally:
+                tried = True
+
+        self._write(write, what=f"recording step {step.index}")
         if self.observer is not None:
             self.observer.step_recorded(step)
         if self.step_delay_s:
@@ -200,27 +342,42 @@ class DbRecorder:
             )
 
     def run_finished(self, end: RunEnd) -> None:
-        run_finish(run=self.run, end=end)
+        if not self._write(
+            lambda: run_finish(run=self.run, end=end, claim_token=self.claim_token), what="recording its end"
+        ):
+            logger.info("run %s had already ended; its end (%s) was not recorded again", self.run.pk, end.stop_reason)
         self.finished = True
         if self.observer is not None:
             self.observer.run_finished(end)
 
     def child(self, *, label: str) -> DbRecorder:
+        """A recorder for a sub-agent's run: a child run under the same claim as this one.
+
+        Made only while this run may still be written, checked under a row lock (PostgreSQL; SQLite
+        writes one transaction at a time), so an interruption of this run also ends the child.
+        """
         parent = self.run
-        child_run = Run.objects.create(
-            parent=parent,
-            label=label[:200],
-            experiment=None,
-            scenario=parent.scenario,
-            policy=parent.policy,
-            policy_name=parent.policy_name,
-            policy_settings=parent.policy_settings,
-            model_backend=parent.model_backend,
-            model_name=parent.model_name,
-            status=Run.Status.QUEUED,
-            worker_name=self.worker_name,
-            worker_pid=self.worker_pid,
-        )
+        try:
+            with transaction.atomic():
+                if not _writable(run_id=parent.pk, claim_token=self.claim_token).select_for_update().exists():
+                    raise _refused(run_id=parent.pk, what=f"sub-agent {label!r}")
+                child_run = Run.objects.create(
+                    parent=parent,
+                    label=label[:200],
+                    experiment=None,
+                    scenario=parent.scenario,
+                    policy=parent.policy,
+                    policy_name=parent.policy_name,
+                    policy_settings=parent.policy_settings,
+                    model_backend=parent.model_backend,
+                    model_name=parent.model_name,
+                    status=Run.Status.QUEUED,
+                    worker_name=self.worker_name,
+                    worker_pid=self.worker_pid,
+                    claim_token=self.claim_token,
+                )
+        except (RunNotRunning, *DATABASE_LOST) as exc:
+            raise self._stop(exc) from exc
         child_observer = self.observer.child(label=label) if self.observer is not None else None
         return DbRecorder(
             child_run,
@@ -228,4 +385,5 @@ class DbRecorder:
             worker_pid=self.worker_pid,
             observer=child_observer,
             deadline=self.deadline,
+            claim_token=self.claim_token,
         )

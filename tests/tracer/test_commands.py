@@ -112,33 +112,61 @@ def test_ensure_login_prints_a_working_password_once():
     assert get_user_model().objects.count() == 1
 
 
-def test_interrupt_stale_finishes_runs_held_by_a_named_worker():
+def _claimed(scenario: str, *, worker_name: str, pid: int, lapsed: bool = True) -> Run:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
     from tracer.execution import run_claim
     from tracer.experiments import run_create
     from tracer.models import PolicyVariant
 
-    run = run_create(scenario="lookup-flaky", policy=PolicyVariant.objects.get(name="starter"))
-    run_claim(run_id=run.pk, worker_name="celery@gone", worker_pid=7)
+    run = run_create(scenario=scenario, policy=PolicyVariant.objects.get(name="starter"))
+    run_claim(run_id=run.pk, worker_name=worker_name, worker_pid=pid)
+    if lapsed:  # its worker stopped renewing the lease a second ago
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    return run
+
+
+def test_interrupt_stale_finishes_runs_whose_lease_lapsed_and_never_one_whose_worker_renews_it():
+    gone = _claimed("lookup-flaky", worker_name="celery@gone", pid=7)
+    live = _claimed("lookup-flaky", worker_name="celery@gone", pid=8, lapsed=False)
     out = call("interrupt_stale", "--worker", "celery@gone")
-    run.refresh_from_db()
+    gone.refresh_from_db()
     assert "1 run(s) marked interrupted" in out
-    assert run.stop_reason == Run.StopReason.INTERRUPTED
+    assert f"run {gone.pk}: celery@gone pid 7 stopped before the run ended: its lease lapsed at " in out
+    assert gone.stop_reason == Run.StopReason.INTERRUPTED
+    assert Run.objects.get(pk=live.pk).status == Run.Status.RUNNING
+    assert "1 run(s) marked interrupted" not in call("interrupt_stale")  # without options: the same rule
 
 
 def test_interrupt_stale_for_one_worker_leaves_a_worker_whose_name_starts_the_same_alone():
-    from tracer.execution import run_claim
-    from tracer.experiments import run_create
-    from tracer.models import PolicyVariant
-
-    starter = PolicyVariant.objects.get(name="starter")
-    gone = run_create(scenario="lookup-flaky", policy=starter)
-    other = run_create(scenario="lookup-flaky", policy=starter)
-    run_claim(run_id=gone.pk, worker_name="w@web", worker_pid=7)
-    run_claim(run_id=other.pk, worker_name="w@web2", worker_pid=8)
+    gone = _claimed("lookup-flaky", worker_name="w@web", pid=7)
+    other = _claimed("lookup-flaky", worker_name="w@web2", pid=8)
     out = call("interrupt_stale", "--worker", "w@web")
     assert "1 run(s) marked interrupted" in out
     assert Run.objects.get(pk=gone.pk).stop_reason == Run.StopReason.INTERRUPTED
     assert Run.objects.get(pk=other.pk).status == Run.Status.RUNNING
+
+
+def test_interrupt_stale_older_than_only_narrows_the_runs_whose_lease_lapsed():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    recent = _claimed("lookup-flaky", worker_name="w@web", pid=7)
+    old_live = _claimed("lookup-flaky", worker_name="w@web", pid=8, lapsed=False)
+    Run.objects.filter(pk=old_live.pk).update(started_at=timezone.now() - timedelta(hours=3))
+    assert "0 run(s) marked interrupted" in call("interrupt_stale", "--older-than", "60")
+    assert Run.objects.get(pk=recent.pk).status == Run.Status.RUNNING  # lapsed, but started a moment ago
+    assert Run.objects.get(pk=old_live.pk).status == Run.Status.RUNNING  # old, but its worker renews it
+
+
+def test_sweep_runs_sweeps_once_and_says_what_it_did():
+    gone = _claimed("lookup-flaky", worker_name="w@web", pid=7)
+    out = call("sweep_runs")
+    assert "1 run(s) interrupted (lease lapsed)" in out
+    assert Run.objects.get(pk=gone.pk).stop_reason == Run.StopReason.INTERRUPTED
 
 
 def test_run_agent_names_a_cassette_it_cannot_read(tmp_path):

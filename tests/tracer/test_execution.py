@@ -1,4 +1,4 @@
-"""Execution: claiming a run, and finishing the runs a dead worker left running, matched by its identity."""
+"""Execution: claiming a run under a lease, and finishing the runs a dead worker left running."""
 
 from __future__ import annotations
 
@@ -31,36 +31,35 @@ def run(starter) -> Run:
     return run_create(scenario="refund-too-old", policy=starter)
 
 
-def test_a_run_is_claimed_once(run):
-    assert run_claim(run_id=run.pk, worker_name="w1", worker_pid=11) is True
-    assert run_claim(run_id=run.pk, worker_name="w2", worker_pid=12) is False
+def test_a_run_is_claimed_once_under_a_new_token_and_a_lease(run, settings):
+    settings.RLT_LEASE_S = 60
+    before = timezone.now()
+    token = run_claim(run_id=run.pk, worker_name="w1", worker_pid=11)
+    assert token and run_claim(run_id=run.pk, worker_name="w2", worker_pid=12) is None
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING and run.started_at is not None
-    assert (run.worker_name, run.worker_pid) == ("w1", 11)
+    assert (run.worker_name, run.worker_pid, run.claim_token) == ("w1", 11, token)
+    assert before + timedelta(seconds=60) <= run.lease_expires_at <= timezone.now() + timedelta(seconds=60)
 
 
-def test_runs_left_running_by_a_dead_worker_are_marked_interrupted(starter):
+def test_runs_whose_lease_lapsed_are_interrupted_and_runs_whose_lease_is_renewed_are_not_however_old(starter):
     experiment = Experiment.objects.create(scenarios=["lookup-flaky"], policies=["starter"], total_runs=3)
     dead, alive, old = (run_create(scenario="lookup-flaky", policy=starter, experiment=experiment) for _ in range(3))
     run_claim(run_id=dead.pk, worker_name="celery@a", worker_pid=1)
     run_claim(run_id=alive.pk, worker_name="celery@b", worker_pid=2)
     run_claim(run_id=old.pk, worker_name="celery@c", worker_pid=3)
-    Run.objects.filter(pk=old.pk).update(started_at=timezone.now() - timedelta(hours=3))
+    Run.objects.filter(pk=dead.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
+    Run.objects.filter(pk=old.pk).update(started_at=timezone.now() - timedelta(hours=3))  # lease still renewed
 
-    assert run_interrupt_stale(worker_name="celery@a") == 1
-    assert run_interrupt_stale(older_than=timedelta(hours=1)) == 1
+    assert [i.run_id for i in run_interrupt_stale(worker_name="celery@b")] == []
+    assert [i.run_id for i in run_interrupt_stale()] == [dead.pk]
     states = {r.pk: (r.status, r.stop_reason) for r in Run.objects.all()}
     assert states[dead.pk] == ("finished", "interrupted")
-    assert states[old.pk] == ("finished", "interrupted")
-    assert states[alive.pk] == ("running", "")
-    assert "celery@a pid 1 stopped before the run ended" in Run.objects.get(pk=dead.pk).error
+    assert states[alive.pk] == states[old.pk] == ("running", "")
+    error = Run.objects.get(pk=dead.pk).error
+    assert error.startswith("celery@a pid 1 stopped before the run ended: its lease lapsed at ")
     experiment.refresh_from_db()
-    assert experiment.finished_runs == 2
-
-
-def test_interrupting_needs_to_know_which_runs_are_stale():
-    with pytest.raises(ValueError, match="worker_name or older_than"):
-        run_interrupt_stale()
+    assert experiment.finished_runs == 1
 
 
 def test_a_starting_worker_interrupts_the_runs_its_name_held_in_processes_now_gone_and_no_others(starter):

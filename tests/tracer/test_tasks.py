@@ -107,21 +107,22 @@ def test_an_exception_outside_the_agent_loop_ends_the_run_crashed_with_the_excep
 
 
 def test_launching_an_experiment_queues_every_combination_and_sends_tasks_on_commit(django_capture_on_commit_callbacks):
-    with mock.patch.object(run_execute_task, "delay") as delay:
+    with mock.patch("tracer.delivery.current_app.send_task") as send_task:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             experiment = experiment_launch(
                 scenarios=["refund-too-old", "lookup-empty"], policies=["starter", "structured"], repeats=2
             )
-        assert delay.call_count == 0  # nothing is sent before the transaction commits
+        assert send_task.call_count == 0  # nothing is sent before the transaction commits
         for callback in callbacks:
             callback()
     runs = list(experiment.runs.all())
     assert experiment.total_runs == len(runs) == 8
-    assert all(r.status == Run.Status.QUEUED for r in runs)
+    assert all(r.status == Run.Status.QUEUED and r.send_count == 1 and r.enqueued_at for r in runs)
     assert {(r.scenario, r.policy_name) for r in runs} == {
         (s, p) for s in ("refund-too-old", "lookup-empty") for p in ("starter", "structured")
     }
-    assert sorted(c.args[0] for c in delay.call_args_list) == sorted(r.pk for r in runs)
+    assert {c.args[0] for c in send_task.call_args_list} == {run_execute_task.name}
+    assert sorted(c.kwargs["args"][0] for c in send_task.call_args_list) == sorted(r.pk for r in runs)
 
 
 def test_a_bad_launch_names_each_field_and_writes_nothing():

@@ -6,7 +6,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.management.base import CommandError
 from django.urls import reverse
 
@@ -17,10 +17,12 @@ OPTION_OF_FIELD = {"scenarios": "--scenario", "policies": "--policy", "model_bac
 
 
 def validation_message(exc: ValidationError) -> str:
-    """One line per message, each naming the command-line option it is about."""
+    """One line per message, each naming the command-line option it is about (if it is about one)."""
     if hasattr(exc, "error_dict"):
         return "\n".join(
-            f"{OPTION_OF_FIELD.get(field, '--' + field.replace('_', '-'))}: {message}"
+            message
+            if field == NON_FIELD_ERRORS
+            else f"{OPTION_OF_FIELD.get(field, '--' + field.replace('_', '-'))}: {message}"
             for field, messages in exc.message_dict.items()
             for message in messages
         )
@@ -86,13 +88,27 @@ def wait_for(experiment: Experiment, *, timeout: float, stdout, idle_hint_after:
 
 
 def summary_rows(experiment: Experiment) -> list[dict]:
-    """One row per scenario × policy: runs, passes, mean tool calls, retries, wasted retries, stop reasons."""
+    """One row per scenario × policy: runs, passes, mean tool calls, retries, wasted retries, stop reasons.
+
+    A run that was interrupted and re-run is counted through its re-run only.
+    """
     groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
-    runs = experiment.runs.filter(parent__isnull=True).only(
-        "scenario", "policy_name", "verdict", "tool_call_count", "retry_count", "wasted_retry_count", "stop_reason"
+    runs = list(
+        experiment.runs.filter(parent__isnull=True).only(
+            "scenario",
+            "policy_name",
+            "verdict",
+            "tool_call_count",
+            "retry_count",
+            "wasted_retry_count",
+            "stop_reason",
+            "rerun_of_id",
+        )
     )
+    replaced = {run.rerun_of_id for run in runs if run.rerun_of_id}
     for run in runs:
-        groups[(run.scenario, run.policy_name)].append(run)
+        if run.pk not in replaced:
+            groups[(run.scenario, run.policy_name)].append(run)
     rows = []
     for scenario in experiment.scenarios:
         for policy in experiment.policies:
