@@ -90,11 +90,12 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A web process and workers write at once: WAL, immediate transactions, a busy timeout.
+    # A web process and workers write at once: WAL, immediate transactions, a busy timeout (seconds a
+    # write waits for the lock before "database is locked"; the fault tests shorten it).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
+        "timeout": float(os.environ.get("RLT_SQLITE_TIMEOUT_S") or 20),
     }
     DATABASES["default"].setdefault("TEST", {})
     # Worker subprocesses in tests must see the test database: use a file, not memory.

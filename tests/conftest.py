@@ -83,12 +83,26 @@ def purge_test_queue() -> None:
 
 
 class WorkerProcess:
-    """A ``celery worker`` subprocess; ``log()`` returns what it printed so far."""
+    """A ``celery worker`` subprocess; ``log()`` returns what it printed so far.
 
-    def __init__(self, *, step_delay_s: float = 0.0, concurrency: int = 2, name: str | None = None) -> None:
+    ``env`` is laid over the worker's environment (a value of None removes the variable), e.g. another
+    broker or database; ``beat=True`` embeds Celery beat (``-B``), so the worker runs periodic tasks too.
+    """
+
+    def __init__(
+        self,
+        *,
+        step_delay_s: float = 0.0,
+        concurrency: int = 2,
+        name: str | None = None,
+        env: dict[str, str | None] | None = None,
+        beat: bool = False,
+    ) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         self.name = name or f"test-{uuid.uuid4().hex[:8]}"
         self.log_path = ARTIFACTS / f"worker-{os.getpid()}-{self.name}-{uuid.uuid4().hex[:4]}.log"
+        self.beat_schedule = ARTIFACTS / f"beat-{os.getpid()}-{self.name}-{uuid.uuid4().hex[:4]}" if beat else None
+        overrides = env or {}
         env = {
             **os.environ,
             "DATABASE_URL": database_url_for_workers(),
@@ -99,6 +113,12 @@ class WorkerProcess:
             "DJANGO_SETTINGS_MODULE": "config.settings",
         }
         env.pop("RLT_TEST_DB_FILE", None)
+        for key, value in overrides.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        beat_args = ["--beat", f"--schedule={self.beat_schedule}"] if self.beat_schedule else []
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [
@@ -118,6 +138,7 @@ class WorkerProcess:
                 "--without-mingle",
                 "--without-heartbeat",
                 "--loglevel=INFO",
+                *beat_args,
             ],
             cwd=BASE_DIR,
             env=env,
@@ -160,6 +181,9 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        if self.beat_schedule:
+            for path in self.beat_schedule.parent.glob(self.beat_schedule.name + "*"):
+                path.unlink(missing_ok=True)
 
 
 @pytest.fixture
