@@ -201,6 +201,14 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A web request that sends tasks must not hang on a broker that is down or unreachable: connecting
+# gives up after a few seconds, and a send is retried twice before it fails (the runs then stay
+# queued and the sweep sends them again). The launch checks the broker first (tracer.delivery).
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Without a socket timeout, a publish on a connection whose server vanished waits for ever.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 10}
 # A run is stopped after RLT_RUN_TIME_LIMIT_S: the recorder checks after each step and the run ends
 # "crashed" with the reason. Celery's limits, a little later, catch a model call that never returns
 # (the soft one also ends the run "crashed"; the hard one replaces the pool process). The sender's
@@ -216,8 +224,25 @@ ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")
 # Tests only: seconds the recorder waits after committing each step, so a test can watch a run
 # while it is still running. Zero everywhere else.
 RLT_STEP_DELAY_S = float(os.environ.get("RLT_STEP_DELAY_S") or 0)
-# Runs still "running" this long after they started are taken as abandoned by ``interrupt_stale``.
-RLT_STALE_AFTER_S = int(os.environ.get("RLT_STALE_AFTER_S") or 3600)
+
+# The database is the truth about what must execute; the broker only delivers (docs/recording.md,
+# "Leases"). A claim holds a run for RLT_LEASE_S; its process renews the lease with every step and
+# from a heartbeat every RLT_LEASE_S / 3. Every RLT_SWEEP_S, beat (the worker's ``-B`` in ``./rlt up``)
+# sends the sweep, which ends ``interrupted`` the runs whose lease lapsed and queues one re-run of
+# each, sends again a queued run's task after RLT_RESEND_AFTER_S (doubling with each send, at most
+# 32 ×), and gives up on queued runs no worker took in RLT_QUEUED_GIVE_UP_S while no worker worked.
+RLT_LEASE_S = float(os.environ.get("RLT_LEASE_S") or 60)
+RLT_SWEEP_S = float(os.environ.get("RLT_SWEEP_S") or 15)
+RLT_RESEND_AFTER_S = float(os.environ.get("RLT_RESEND_AFTER_S") or 30)
+RLT_QUEUED_GIVE_UP_S = float(os.environ.get("RLT_QUEUED_GIVE_UP_S") or 3600)
+CELERY_BEAT_SCHEDULE = {
+    "runs-sweep": {
+        "task": "tracer.tasks.runs_sweep_task",
+        "schedule": RLT_SWEEP_S,
+        # a sweep nobody took in time is dropped, not piled up behind the next one
+        "options": {"expires": RLT_SWEEP_S},
+    },
+}
 
 # To stderr, which ``./rlt up`` writes to the log folder in RLT_VAR_DIR (web.log, worker.log). Errors
 # behind a 500 page land there with their traceback.
