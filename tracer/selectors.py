@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Avg, Count, F, Max, Q, QuerySet, Sum, Window
 from django.db.models.functions import RowNumber
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from .divergence import Difference, Divergence, attempt_outcome, canonical, run_differences, run_divergence
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
@@ -71,6 +73,13 @@ def step_list(*, run: Run) -> list[Step]:
 def step_list_after(*, run: Run, after: Any) -> list[Step]:
     """Steps recorded after index ``after`` (all of them when ``after`` is not a number)."""
     return list(run.steps.filter(index__gt=index_or_zero(after)).order_by("index"))
+
+
+def run_reruns(*, run: Run) -> list[Run]:
+    """The runs queued to re-run ``run`` after it was interrupted (none while it is active)."""
+    if run.is_active:
+        return []
+    return list(run.reruns.only("pk", "status").order_by("id"))
 
 
 def run_children(*, run: Run) -> list[Run]:
@@ -338,11 +347,51 @@ def experiment_runs(*, experiment: Experiment) -> list[Run]:
     return list(experiment.runs.filter(parent__isnull=True).defer(*HEAVY_FIELDS).order_by("id"))
 
 
+# An experiment page says it is waiting for a worker when nothing was claimed for this long.
+WAITING_FOR_WORKER_AFTER_S = 10
+
+
+@dataclass
+class ExperimentProgress:
+    """What an experiment page says about runs not yet taken, and how often it asks again."""
+
+    queued: int
+    running: int
+    oldest_sent: datetime | None  # the queued run whose task was sent longest ago
+    waiting_for_worker: bool  # queued runs, none running, and nothing claimed for a while
+    poll_s: int
+
+
+def experiment_progress(*, runs: list[Run], now: datetime | None = None) -> ExperimentProgress:
+    """Progress read from the runs the page already has: no query of its own."""
+    now = now or timezone.now()
+    queued = [r for r in runs if r.status == Run.Status.QUEUED]
+    running = sum(1 for r in runs if r.status == Run.Status.RUNNING)
+    oldest_sent = min((r.enqueued_at or r.created_at for r in queued), default=None)
+    last_claim = max((r.started_at for r in runs if r.started_at), default=None)
+    quiet_since = max(filter(None, [last_claim, oldest_sent]), default=None)
+    waiting = bool(queued) and not running and quiet_since is not None
+    waiting = waiting and (now - quiet_since).total_seconds() > WAITING_FOR_WORKER_AFTER_S
+    return ExperimentProgress(
+        queued=len(queued),
+        running=running,
+        oldest_sent=oldest_sent,
+        waiting_for_worker=waiting,
+        poll_s=5 if waiting else 1,
+    )
+
+
 def experiment_pairs(*, runs: list[Run], policies: list[str]) -> list[tuple[Run, Run]]:
-    """Compare pairs: for each scenario and repeat, the first policy's run against each other policy's."""
+    """Compare pairs: for each scenario and repeat, the first policy's run against each other policy's.
+
+    A run that was interrupted and re-run is stood in for by its re-run.
+    """
     groups: dict[tuple[str, int], dict[str, Run]] = defaultdict(dict)
     seen: dict[tuple[str, str], int] = defaultdict(int)
+    replaced = {run.rerun_of_id for run in runs if run.rerun_of_id}
     for run in runs:
+        if run.pk in replaced:
+            continue
         repeat = seen[(run.scenario, run.policy_name)]
         seen[(run.scenario, run.policy_name)] += 1
         groups[(run.scenario, repeat)][run.policy_name] = run

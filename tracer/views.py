@@ -57,6 +57,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "steps": steps,
         "last_index": steps[-1].index if steps else 0,
         "guard_errors": selectors.run_guard_errors(run=run),
+        "reruns": selectors.run_reruns(run=run),
         "children": selectors.run_children(run=run),
         "others": selectors.run_other_policies(run=run),
     }
@@ -74,6 +75,7 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         "steps": steps,
         "last_index": steps[-1].index if steps else selectors.index_or_zero(request.GET.get("after")),
         "guard_errors": selectors.run_guard_errors(run=run),
+        "reruns": selectors.run_reruns(run=run),
         "oob": True,
     }
     if request.htmx:
@@ -222,7 +224,12 @@ def launch(request: HttpRequest) -> HttpResponse:
 def experiment(request: HttpRequest, pk: int) -> HttpResponse:
     exp = selectors.experiment_get(pk=pk)
     runs = selectors.experiment_runs(experiment=exp)
-    context = {"experiment": exp, "runs": runs, "pairs": selectors.experiment_pairs(runs=runs, policies=exp.policies)}
+    context = {
+        "experiment": exp,
+        "runs": runs,
+        "progress": selectors.experiment_progress(runs=runs),
+        "pairs": selectors.experiment_pairs(runs=runs, policies=exp.policies),
+    }
     if request.htmx:
         return render(request, "tracer/experiment.html#experiment-progress", context)
     return render(request, "tracer/experiment.html", context)

@@ -31,6 +31,8 @@ from tracer.tasks import run_execute_task
 
 pytestmark = pytest.mark.django_db
 
+HTMX = {"HX-Request": "true"}
+
 
 @pytest.fixture
 def starter() -> PolicyVariant:
@@ -487,3 +489,40 @@ def test_a_task_that_meets_a_database_error_in_its_claim_is_retried_with_backoff
     assert all(0 <= countdown <= 2 * 2**i for i, countdown in enumerate(countdowns))  # 2, 4, … 256 s, jittered
     assert result.state == "FAILURE" and isinstance(result.result, OperationalError)
     assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED  # still there for the sweep to send again
+
+
+# --- pages ------------------------------------------------------------------------------------
+
+
+def test_the_experiment_page_says_it_waits_for_a_worker_and_polls_slower_then_stops_when_the_runs_end(
+    admin_client, settings
+):
+    experiment = launched(policies=["starter", "structured"])
+    url = reverse("tracer:experiment", args=[experiment.pk])
+    html = admin_client.get(url, headers=HTMX).content.decode()
+    assert 'hx-trigger="every 1s"' in html and "Waiting for a worker" not in html
+
+    Run.objects.filter(experiment=experiment).update(enqueued_at=timezone.now() - timedelta(minutes=2))
+    html = admin_client.get(url, headers=HTMX).content.decode()
+    assert 'hx-trigger="every 5s"' in html
+    assert "Waiting for a worker: 2 runs queued, the oldest sent 2\xa0minutes ago." in html
+
+    settings.RLT_QUEUED_GIVE_UP_S = 60
+    Run.objects.filter(experiment=experiment).update(created_at=timezone.now() - timedelta(minutes=2))
+    runs_sweep()
+    html = admin_client.get(url, headers=HTMX).content.decode()
+    assert "hx-trigger" not in html and "Waiting for a worker" not in html
+    assert "2</strong> of 2 runs finished — done" in html
+
+
+def test_the_run_page_links_an_interrupted_run_and_its_rerun_both_ways(admin_client, sent_tasks):
+    run = claimed(launched().runs.get())
+    lapse(run)
+    [interruption] = runs_sweep().interrupted
+    html = admin_client.get(reverse("tracer:run", args=[run.pk])).content.decode()
+    assert f'Re-run as <a href="/runs/{interruption.rerun_id}/">run #{interruption.rerun_id}</a> (queued)' in html
+    assert "its lease lapsed at" in html
+    html = admin_client.get(reverse("tracer:run", args=[interruption.rerun_id])).content.decode()
+    assert f'A re-run of <a href="/runs/{run.pk}/">run #{run.pk}</a>, which was interrupted.' in html
+    experiment_html = admin_client.get(reverse("tracer:experiment", args=[run.experiment_id])).content.decode()
+    assert f"re-run of #{run.pk}" in experiment_html
