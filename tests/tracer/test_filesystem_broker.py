@@ -22,7 +22,12 @@ def _send(options: dict) -> None:
 def test_a_consumer_reading_while_another_process_sends_gets_every_message_whole(tmp_path):
     # kombu's own transport let the reader take a file that was created but not yet written: the
     # worker stopped with a JSONDecodeError and the message was lost.
-    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path), "polling_interval": 0}
+    options = {
+        "data_folder_in": str(tmp_path),
+        "data_folder_out": str(tmp_path),
+        "control_folder": str(tmp_path / "control"),  # kombu's default is ./control
+        "polling_interval": 0,
+    }
     sender = multiprocessing.get_context("fork").Process(target=_send, args=(options,))
     sender.start()
     received = []
