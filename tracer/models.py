@@ -57,7 +57,7 @@ class Experiment(models.Model):
     scenarios = models.JSONField(default=list)
     policies = models.JSONField(default=list)  # policy names
     repeats = models.PositiveIntegerField(default=1)
-    model_backend = models.CharField(max_length=20, default=ModelBackend.SIMULATED)
+    model_backend = models.CharField(max_length=20, choices=ModelBackend.choices, default=ModelBackend.SIMULATED)
     model_name = models.CharField(max_length=100, blank=True)
     total_runs = models.PositiveIntegerField(default=0)
     finished_runs = models.PositiveIntegerField(default=0)  # kept by the recorder
@@ -104,7 +104,7 @@ class Run(models.Model):
     policy_name = models.CharField(max_length=40, blank=True)
     policy = models.ForeignKey(PolicyVariant, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     policy_settings = models.JSONField(default=dict, blank=True)  # snapshot at launch
-    model_backend = models.CharField(max_length=20, default=ModelBackend.SIMULATED)
+    model_backend = models.CharField(max_length=20, choices=ModelBackend.choices, default=ModelBackend.SIMULATED)
     model_name = models.CharField(max_length=100, blank=True)
     task = models.TextField(blank=True)
 
@@ -213,7 +213,7 @@ class Step(models.Model):
     attempts = models.JSONField(default=list, blank=True)  # agents.events.Attempt.to_dict() each
     result_content = models.JSONField(null=True, blank=True)  # the tool_result content sent to the model
     is_error = models.BooleanField(default=False)
-    category = models.CharField(max_length=12, blank=True)  # a Category; blank when it succeeded
+    category = models.CharField(max_length=12, choices=Category.choices, blank=True)  # blank when it succeeded
     retryable = models.BooleanField(null=True, blank=True)
     retry_count = models.PositiveIntegerField(default=0)
     latency_ms = models.FloatField(default=0)

@@ -44,7 +44,10 @@ def test_model_choices_have_the_vocabularys_names_and_values(choices, vocabulary
     ("model", "field", "choices"),
     [
         (Run, "stop_reason", Run.StopReason),
+        (Run, "model_backend", Run.ModelBackend),
+        (Experiment, "model_backend", Experiment.ModelBackend),
         (Step, "kind", Step.Kind),
+        (Step, "category", Step.Category),
     ],
 )
 def test_model_fields_offer_those_choices(model, field, choices):
