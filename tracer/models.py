@@ -247,3 +247,32 @@ class StopReview(models.Model):
 
     def __str__(self) -> str:
         return f"review of run {self.run_id}: {self.verdict}"
+
+
+class ApiToken(models.Model):
+    """A user's key to the API and the OTLP receiver (``tracer/tokens.py``): stored hashed, shown once.
+
+    The secret itself is never stored: ``prefix`` (its first characters, shown in lists) finds the row
+    and ``digest`` (SHA-256 of the whole secret) proves it. A revoked token stays, for the record.
+    """
+
+    PREFIX_LENGTH = 12  # "rlt_" and 8 random characters
+
+    user = models.ForeignKey(django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=PREFIX_LENGTH, db_index=True)
+    digest = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the secret
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at", "-id"], name="apitoken_user_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
