@@ -1,0 +1,128 @@
+"""API tokens: shown once, stored only as a digest and a prefix, revoked for good; the tokens page."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.test import RequestFactory
+from django.urls import reverse
+
+from tracer import access
+from tracer.models import ApiToken
+from tracer.tokens import token_create, token_list, token_revoke, token_user
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="a-long-test-password")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="a-long-test-password")
+
+
+def bearer(secret: str | None, *, scheme: str = "Bearer"):
+    headers = {} if secret is None else {"Authorization": f"{scheme} {secret}"}
+    return RequestFactory().get("/api/runs", headers=headers)
+
+
+def every_stored_value() -> str:
+    """Every value of every row of the token table, as the database holds them."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {ApiToken._meta.db_table}")
+        return " ".join(str(value) for row in cursor.fetchall() for value in row)
+
+
+# --- the service -----------------------------------------------------------------------------
+
+
+def test_a_new_token_is_stored_as_a_digest_and_a_prefix_never_the_secret(alice):
+    token, secret = token_create(user=alice, name="support bot")
+    assert secret.startswith("rlt_") and len(secret) >= 40
+    assert token.prefix == secret[:12]
+    assert token.digest == hashlib.sha256(secret.encode()).hexdigest()
+    stored = every_stored_value()
+    assert secret not in stored and secret[12:] not in stored
+    assert token.prefix in stored
+
+
+def test_two_tokens_never_share_a_secret(alice):
+    secrets_made = {token_create(user=alice, name=f"t{i}")[1] for i in range(20)}
+    assert len(secrets_made) == 20
+
+
+def test_a_token_without_a_name_is_refused(alice):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        token_create(user=alice, name="   ")
+    assert not ApiToken.objects.exists()
+
+
+def test_a_bearer_token_names_its_user_and_marks_it_used(alice):
+    token, secret = token_create(user=alice, name="ci")
+    assert token.last_used_at is None
+    request = bearer(secret)
+    assert token_user(request) == alice
+    assert request.api_token.pk == token.pk
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+
+
+def test_the_scheme_is_case_insensitive(alice):
+    _, secret = token_create(user=alice, name="ci")
+    assert token_user(bearer(secret, scheme="bearer")) == alice
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "", "rlt_nothing-like-a-token", "Basic YWxpY2U6cHc=", "rlt_", "x" * 5000],
+    ids=["missing", "empty", "unknown", "basic-auth", "prefix-only", "huge"],
+)
+def test_a_missing_or_unknown_token_is_no_user(alice, header):
+    token_create(user=alice, name="ci")
+    request = RequestFactory().get("/api/runs", headers={"Authorization": header} if header is not None else {})
+    assert token_user(request) is None
+
+
+def test_a_wrong_secret_with_a_right_prefix_is_no_user(alice):
+    _, secret = token_create(user=alice, name="ci")
+    forged = secret[:12] + ("A" if secret[12] != "A" else "B") + secret[13:]
+    assert token_user(bearer(forged)) is None
+
+
+def test_a_revoked_token_is_no_user(alice):
+    token, secret = token_create(user=alice, name="ci")
+    revoked = token_revoke(user=alice, token_id=token.pk)
+    assert revoked.revoked_at is not None
+    assert token_user(bearer(secret)) is None
+    again = token_revoke(user=alice, token_id=token.pk)
+    assert again.revoked_at == revoked.revoked_at
+
+
+def test_a_deactivated_users_token_is_no_user(alice):
+    _, secret = token_create(user=alice, name="ci")
+    alice.is_active = False
+    alice.save()
+    assert token_user(bearer(secret)) is None
+
+
+def test_nobody_revokes_another_users_token(alice, bob):
+    token, secret = token_create(user=alice, name="ci")
+    with pytest.raises(ApiToken.DoesNotExist):
+        token_revoke(user=bob, token_id=token.pk)
+    assert token_user(bearer(secret)) == alice
+
+
+def test_the_list_holds_only_the_users_own_tokens(alice, bob):
+    token_create(user=alice, name="mine")
+    token_create(user=bob, name="theirs")
+    assert [t.name for t in token_list(user=alice)] == ["mine"]
