@@ -357,8 +357,12 @@ def _interrupt_locked(*, run: Run, error: str) -> Interruption | None:
 
 
 def _lapsed(*, now: datetime) -> QuerySet:
-    """Top-level running runs whose lease lapsed before ``now`` (no lease: claimed before leases existed)."""
-    return Run.objects.filter(status=Run.Status.RUNNING, parent__isnull=True).filter(
+    """Top-level running runs whose lease lapsed before ``now`` (no lease: claimed before leases existed).
+
+    Only runs executed here hold leases: a run from outside (``tracer/ingest.py``) that is open
+    while its sender adds steps has none, and is never interrupted by the sweep.
+    """
+    return Run.objects.filter(status=Run.Status.RUNNING, parent__isnull=True, source=Run.Source.AGENT).filter(
         Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True)
     )
 

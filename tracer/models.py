@@ -92,13 +92,29 @@ class Run(models.Model):
         FAIL = "fail"
 
     class Source(models.TextChoices):
+        """Where a run came from. Only ``agent`` runs were executed here; the others arrived from
+        outside (``tracer/ingest.py``) and are labelled "imported" wherever a run is shown."""
+
         AGENT = "agent"  # executed here by a worker
-        IMPORT = "import"  # arrived from outside
+        IMPORT = "import"  # a run document, JSON Lines batch or Messages transcript (upload, import_traces)
+        OTLP = "otlp"  # OpenTelemetry spans sent to /v1/traces
+        API = "api"  # the live step API
 
     experiment = models.ForeignKey(Experiment, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     label = models.CharField(max_length=200, blank=True)  # a sub-agent's job, e.g. "lookup order 1050"
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.AGENT)
+    # For runs from outside: the file name, the OTLP service.name, the SDK that sent it…
+    source_detail = models.CharField(max_length=200, blank=True)
+    # The sender's id for the run (a trace id, a document's external_id): sending it again updates or
+    # dedupes instead of adding a run. Unique per source and owner where set (constraints below).
+    external_id = models.CharField(max_length=200, blank=True)
+    # Who sent an imported run (the API and OTLP answer only their owner's runs); null for runs
+    # executed here and for files imported without --user.
+    owner = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_runs"
+    )
+    labels = models.JSONField(default=dict, blank=True)  # the sender's free-form labels (name: text)
 
     scenario = models.CharField(max_length=100, blank=True)
     policy_name = models.CharField(max_length=40, blank=True)
@@ -180,6 +196,24 @@ class Run(models.Model):
             # The sweep: running runs whose lease lapsed, queued runs whose message is due again.
             models.Index(fields=["status", "lease_expires_at"], name="run_lease_idx"),
             models.Index(fields=["status", "enqueued_at"], name="run_enqueued_idx"),
+            # The list's source filter; and a sender's run found again by its id (a re-sent trace).
+            models.Index(fields=["source", "-created_at", "-id"], name="run_source_created_idx"),
+            models.Index(fields=["external_id"], name="run_external_id_idx"),
+        ]
+        # One run per sender's id, per source and owner. Two constraints, because NULLs are distinct
+        # in a unique index (``nulls_distinct`` is PostgreSQL 15+ only): one for owned runs, one for
+        # runs imported without an owner.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "owner", "external_id"],
+                condition=models.Q(owner__isnull=False) & ~models.Q(external_id=""),
+                name="run_owner_external_id_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["source", "external_id"],
+                condition=models.Q(owner__isnull=True) & ~models.Q(external_id=""),
+                name="run_unowned_external_id_unique",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -192,6 +226,11 @@ class Run(models.Model):
     @property
     def is_simulated(self) -> bool:
         return self.model_backend == self.ModelBackend.SIMULATED
+
+    @property
+    def is_imported(self) -> bool:
+        """Arrived from outside (a file, OTLP spans, the API): never executed here."""
+        return self.source != self.Source.AGENT
 
     @property
     def total_tokens(self) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -98,6 +99,45 @@ def _refused(*, run_id: int, what: str) -> RunNotRunning:
     return RunNotRunning(f"run {run_id} is held by another claim now; {what} refused")
 
 
+def _step_row(*, run: Run, step: StepEvent) -> Step:
+    """The ``Step`` row of one ``StepEvent``, not yet saved."""
+    return Step(
+        run=run,
+        index=step.index,
+        kind=Step.Kind.TOOL_USE if step.kind == Step.Kind.TOOL_USE else Step.Kind.FINAL_ANSWER,
+        tool_name=step.tool_name or "",
+        tool_use_id=step.tool_use_id or "",
+        input=_jsonable(step.input),
+        attempts=_jsonable([a.to_dict() for a in step.attempts]),
+        result_content=_jsonable(step.result_content),
+        is_error=step.is_error,
+        category=step.category or "",
+        retryable=step.retryable,
+        retry_count=step.retry_count,
+        latency_ms=step.latency_ms,
+        input_tokens=step.input_tokens,
+        output_tokens=step.output_tokens,
+        text=step.text or "",
+    )
+
+
+def _counters_bump(*, run_id: int, steps: Sequence[StepEvent], claim_token: str) -> int:
+    """Move the run's counters by ``steps`` in one guarded ``UPDATE``; 0 when it may not be written."""
+    texts = [text for step in steps if (text := _search_text(step))]
+    lease = {"lease_expires_at": lease_expires()} if claim_token else {}
+    return _writable(run_id=run_id, claim_token=claim_token).update(
+        step_count=F("step_count") + len(steps),
+        tool_call_count=F("tool_call_count") + sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
+        error_count=F("error_count") + sum(1 for s in steps if s.is_error),
+        retry_count=F("retry_count") + sum(s.retry_count for s in steps),
+        wasted_retry_count=F("wasted_retry_count") + sum(_wasted_retries(s) for s in steps),
+        input_tokens=F("input_tokens") + sum(s.input_tokens for s in steps),
+        output_tokens=F("output_tokens") + sum(s.output_tokens for s in steps),
+        search_text=Concat(F("search_text"), Value("".join(t + "\n" for t in texts))) if texts else F("search_text"),
+        **lease,
+    )
+
+
 def step_record(*, run: Run, step: StepEvent, claim_token: str = "") -> Step:
     """Write one step and bump the run's counters, in one transaction.
 
@@ -107,42 +147,28 @@ def step_record(*, run: Run, step: StepEvent, claim_token: str = "") -> Step:
     no row, and ``RunNotRunning`` is raised before any step is inserted. Under a claim it also
     renews the lease.
     """
-    is_tool = step.kind == Step.Kind.TOOL_USE
-    text = _search_text(step)
-    lease = {"lease_expires_at": lease_expires()} if claim_token else {}
     with transaction.atomic():
-        updated = _writable(run_id=run.pk, claim_token=claim_token).update(
-            step_count=F("step_count") + 1,
-            tool_call_count=F("tool_call_count") + (1 if is_tool else 0),
-            error_count=F("error_count") + (1 if step.is_error else 0),
-            retry_count=F("retry_count") + step.retry_count,
-            wasted_retry_count=F("wasted_retry_count") + _wasted_retries(step),
-            input_tokens=F("input_tokens") + step.input_tokens,
-            output_tokens=F("output_tokens") + step.output_tokens,
-            search_text=Concat(F("search_text"), Value(text + "\n")) if text else F("search_text"),
-            **lease,
-        )
-        if not updated:
+        if not _counters_bump(run_id=run.pk, steps=[step], claim_token=claim_token):
             raise _refused(run_id=run.pk, what=f"step {step.index}")
-        row = Step.objects.create(
-            run=run,
-            index=step.index,
-            kind=Step.Kind.TOOL_USE if is_tool else Step.Kind.FINAL_ANSWER,
-            tool_name=step.tool_name or "",
-            tool_use_id=step.tool_use_id or "",
-            input=_jsonable(step.input),
-            attempts=_jsonable([a.to_dict() for a in step.attempts]),
-            result_content=_jsonable(step.result_content),
-            is_error=step.is_error,
-            category=step.category or "",
-            retryable=step.retryable,
-            retry_count=step.retry_count,
-            latency_ms=step.latency_ms,
-            input_tokens=step.input_tokens,
-            output_tokens=step.output_tokens,
-            text=step.text or "",
-        )
+        row = _step_row(run=run, step=step)
+        row.save(force_insert=True)
     return row
+
+
+def steps_record_many(*, run: Run, steps: Sequence[StepEvent], claim_token: str = "") -> list[Step]:
+    """Write several steps and bump the run's counters once, in one transaction: ``step_record`` for
+    a batch (an imported run, a batch from the step API). Two statements whatever the number of steps:
+    the guarded counter ``UPDATE`` (``RunNotRunning`` before anything is written, as ``step_record``)
+    and one multi-row ``INSERT``. The caller numbers the steps; a taken index fails the whole batch
+    (``IntegrityError``) and nothing is written.
+    """
+    if not steps:
+        return []
+    with transaction.atomic():
+        if not _counters_bump(run_id=run.pk, steps=steps, claim_token=claim_token):
+            first, last = steps[0].index, steps[-1].index
+            raise _refused(run_id=run.pk, what=f"steps {first}-{last}" if len(steps) > 1 else f"step {first}")
+        return Step.objects.bulk_create([_step_row(run=run, step=step) for step in steps])
 
 
 def run_lease_renew(*, run_id: int, claim_token: str) -> bool:
@@ -185,17 +211,18 @@ def run_start(
         setattr(run, name, value)
 
 
-def run_finish(*, run: Run, end: RunEnd, claim_token: str = "") -> bool:
+def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: datetime | None = None) -> bool:
     """Store how a run ended and count it in its experiment.
 
     False, writing nothing, if it had already finished or (under ``claim_token``) another claim holds it.
+    ``finished_at``: when the run ended, for runs recorded after the fact (imports); now by default.
     """
     verdict = ""
     verdict_reason = ""
     if end.verdict is not None:
         verdict = Run.Verdict.PASS if end.verdict.passed else Run.Verdict.FAIL
         verdict_reason = end.verdict.reason or ""
-    now = timezone.now()
+    now = finished_at or timezone.now()
     with transaction.atomic():
         updated = _writable(run_id=run.pk, claim_token=claim_token).update(
             status=Run.Status.FINISHED,
@@ -216,6 +243,40 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "") -> bool:
         run.verdict = verdict
         run.finished_at = now
     return bool(updated)
+
+
+def imported_run_reset(*, run: Run) -> None:
+    """Take back everything written of an imported run, to write it again from its source: its steps,
+    counters and end, in one transaction; the run is running again. Only for runs from outside (an
+    OTLP trace whose late span changes earlier steps); a run executed here is never rewritten.
+    """
+    if run.source == Run.Source.AGENT:
+        raise ValueError(f"run {run.pk} was executed here; only imported runs are written again")
+    with transaction.atomic():
+        Step.objects.filter(run_id=run.pk).delete()
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.RUNNING,
+            step_count=0,
+            tool_call_count=0,
+            error_count=0,
+            retry_count=0,
+            wasted_retry_count=0,
+            input_tokens=0,
+            output_tokens=0,
+            search_text="",
+            stop_reason="",
+            final_answer="",
+            verdict="",
+            verdict_reason="",
+            error="",
+            guard="",
+            transcript=[],
+            finished_at=None,
+        )
+    run.status = Run.Status.RUNNING
+    run.stop_reason = ""
+    run.verdict = ""
+    run.finished_at = None
 
 
 class RunTimeLimitExceeded(RuntimeError):
