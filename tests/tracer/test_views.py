@@ -1,8 +1,14 @@
-"""Dashboard pages: login, fragments for htmx, escaping of trace data, forms that name the bad field."""
+"""Dashboard pages: login, fragments for htmx, escaping of trace data, forms that name the bad field.
+
+Pages are read as a person reads them (``tests.dom``): the text shown, where links go, which
+element polls, never the exact markup.
+"""
 
 import pytest
 from django.urls import reverse
 
+from agents.policies import PRESET_NAMES
+from tests.dom import Node, page
 from tests.factories import (
     ExperimentFactory,
     RunFactory,
@@ -19,11 +25,24 @@ pytestmark = pytest.mark.django_db
 
 HTMX = {"HX-Request": "true"}
 SCRIPT = "<script>alert('x')</script>"
-ESCAPED = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
 
 
 def htmx(target: str) -> dict:
     return {**HTMX, "HX-Target": target}
+
+
+def get(client, url: str, data=None, **kwargs) -> Node:
+    response = client.get(url, data, **kwargs)
+    assert response.status_code == 200, url
+    return page(response)
+
+
+def fragment_root(doc: Node) -> str:
+    """The id of the one element an htmx fragment answers with; a whole page (``<html>``, the
+    navigation) is not a fragment."""
+    assert not doc.select("html, nav.top, header"), "a whole page, not a fragment"
+    [root] = doc.elements
+    return root.get("id", "")
 
 
 @pytest.mark.parametrize(
@@ -43,9 +62,10 @@ def test_the_run_page_requires_login_too(client):
 
 
 def test_the_login_page_renders(client):
-    response = client.get(reverse("login"))
-    assert response.status_code == 200
-    assert b'name="username"' in response.content
+    doc = get(client, reverse("login"))
+    assert doc.one("h1").text == "Log in"
+    doc.one("input[name=username]")
+    doc.one("input[name=password][type=password]")
 
 
 # --- runs list -------------------------------------------------------------------------------
@@ -53,11 +73,11 @@ def test_the_login_page_renders(client):
 
 def test_the_run_list_shows_a_simulated_run_labelled_simulated(admin_client):
     run = refund_too_old_starter()
-    html = admin_client.get(reverse("tracer:runs")).content.decode()
-    assert f'href="/runs/{run.pk}/"' in html
-    assert ">simulated<" in html
-    assert "refund-too-old" in html
-    assert "(2 wasted)" in html
+    row = get(admin_client, reverse("tracer:runs")).one("#run-rows tr")
+    assert (f"#{run.pk}", f"/runs/{run.pk}/") in row.links
+    cells = row.texts("td")
+    assert "refund-too-old" in cells and "simulated" in cells
+    assert "2 (2 wasted)" in cells
 
 
 def test_the_run_list_filters_by_policy_and_searches_answers_and_inputs(admin_client):
@@ -65,52 +85,52 @@ def test_the_run_list_filters_by_policy_and_searches_answers_and_inputs(admin_cl
     structured = refund_too_old_structured()
     RunFactory(scenario="lookup-empty", search_text='lookup_orders {"customer": "zed-42"}')
 
-    html = admin_client.get(reverse("tracer:runs"), {"policy": "starter"}).content.decode()
-    assert f"/runs/{starter.pk}/" in html and f"/runs/{structured.pk}/" not in html
+    def listed(**query) -> list[str]:
+        return get(admin_client, reverse("tracer:runs"), query).one("#run-rows").hrefs
 
-    html = admin_client.get(reverse("tracer:runs"), {"q": "30 days after purchase"}).content.decode()
-    assert f"/runs/{structured.pk}/" in html and f"/runs/{starter.pk}/" not in html
-
-    html = admin_client.get(reverse("tracer:runs"), {"q": "zed-42"}).content.decode()
-    assert "lookup-empty" in html and f"/runs/{starter.pk}/" not in html
+    assert listed(policy="starter") == [f"/runs/{starter.pk}/"]
+    assert listed(q="30 days after purchase") == [f"/runs/{structured.pk}/"]
+    doc = get(admin_client, reverse("tracer:runs"), {"q": "zed-42"})
+    assert [row.texts("td")[2] for row in doc.select("#run-rows tr")] == ["lookup-empty"]
 
 
 def test_the_run_list_names_a_bad_filter_and_ignores_it(admin_client):
-    RunFactory()
-    response = admin_client.get(reverse("tracer:runs"), {"status": "exploded"})
-    assert response.status_code == 200
-    assert "Status: Select a valid choice. exploded is not one of the available choices." in response.content.decode()
+    run = RunFactory()
+    doc = get(admin_client, reverse("tracer:runs"), {"status": "exploded"})
+    assert doc.texts(".error") == ["Status: Select a valid choice. exploded is not one of the available choices."]
+    assert doc.one("#run-rows").hrefs == [f"/runs/{run.pk}/"]
 
 
 def test_the_run_list_polls_only_while_a_shown_run_is_active(admin_client):
     RunFactory()
-    assert 'hx-trigger="every 1s"' not in admin_client.get(reverse("tracer:runs")).content.decode()
+    assert get(admin_client, reverse("tracer:runs")).pollers == []
     RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="")
-    assert 'hx-trigger="every 1s"' in admin_client.get(reverse("tracer:runs")).content.decode()
+    [poller] = get(admin_client, reverse("tracer:runs")).pollers
+    assert poller["id"] == "run-rows" and poller["hx-get"] == reverse("tracer:runs")
 
 
 def test_htmx_polling_the_run_list_gets_only_the_rows(admin_client):
     run = RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="")
-    html = admin_client.get(reverse("tracer:runs"), headers=htmx("run-rows")).content.decode()
-    assert html.lstrip().startswith('<tbody id="run-rows"')
-    assert "<html" not in html and "<nav" not in html
-    assert f"/runs/{run.pk}/" in html
+    doc = get(admin_client, reverse("tracer:runs"), headers=htmx("run-rows"))
+    assert fragment_root(doc) == "run-rows"
+    assert doc.hrefs == [f"/runs/{run.pk}/"]
 
 
 def test_htmx_filtering_the_run_list_gets_only_the_table(admin_client):
-    RunFactory()
-    response = admin_client.get(reverse("tracer:runs"), {"policy": "structured"}, headers=htmx("run-table"))
-    html = response.content.decode()
-    assert html.lstrip().startswith('<div id="run-table"')
-    assert "<html" not in html
+    run = RunFactory()
+    doc = get(admin_client, reverse("tracer:runs"), {"policy": "structured"}, headers=htmx("run-table"))
+    assert fragment_root(doc) == "run-table"
+    assert doc.one("#run-rows").hrefs == [f"/runs/{run.pk}/"]
 
 
 def test_the_run_list_paginates(admin_client):
     for _ in range(51):
         RunFactory()
-    html = admin_client.get(reverse("tracer:runs")).content.decode()
-    assert "page 1 of 2" in html
-    assert "?page=2" in html
+    doc = get(admin_client, reverse("tracer:runs"))
+    assert len(doc.select("#run-rows tr")) == 50
+    pager = doc.one(".pager")
+    assert "page 1 of 2" in pager.text
+    assert ("older →", "?page=2") in pager.links
 
 
 # --- run page --------------------------------------------------------------------------------
@@ -118,75 +138,83 @@ def test_the_run_list_paginates(admin_client):
 
 def test_the_run_page_shows_every_attempt_the_banner_and_the_transcript_toggle(admin_client):
     run = refund_too_old_starter(transcript=[{"role": "user", "content": "Please refund order 0871"}])
-    html = admin_client.get(reverse("tracer:run", args=[run.pk])).content.decode()
-    assert html.count('class="attempt fail"') == 3
-    assert "is_error" in html
-    assert "not retryable" in html
-    assert "Stopped: final_answer" in html or "Stopped: Final Answer" in html
-    assert "generic error" in html
-    assert '<details id="run-transcript" class="transcript"' in html and "Please refund order 0871" in html
-    assert ">simulated<" in html
+    doc = get(admin_client, reverse("tracer:run", args=[run.pk]))
+    step = doc.one("#step-1")
+    assert len(step.select(".attempt.fail")) == 3
+    assert "is_error" in step.text and "not retryable" in step.text
+    banner = doc.one(".banner")
+    assert banner.text.startswith(f"Stopped: {Run.StopReason.FINAL_ANSWER.label} fail")
+    assert "generic error" in banner.text
+    transcript = doc.one("#run-transcript")
+    assert transcript.tag == "details" and "Please refund order 0871" in transcript.text
+    assert "simulated" in doc.texts(".badge")
 
 
 def test_the_run_page_shows_each_attempt_as_the_starter_harness_saw_it(admin_client):
     run = refund_too_old_starter()
-    html = admin_client.get(reverse("tracer:run", args=[run.pk])).content.decode()
-    assert html.count('<span class="badge outcome">bare &quot;Error&quot;</span>') == 3
-    assert "tool knew:" in html
+    step = get(admin_client, reverse("tracer:run", args=[run.pk])).one("#step-1")
+    assert step.texts(".attempt .outcome") == ['bare "Error"'] * 3
+    assert all("tool knew: business · Refunds close after 30 days" in a.text for a in step.select(".attempt"))
 
 
 def test_the_run_page_links_other_policies_with_compare(admin_client):
     starter = refund_too_old_starter()
     structured = refund_too_old_structured()
-    html = admin_client.get(reverse("tracer:run", args=[starter.pk])).content.decode()
-    assert f"/compare/?a={starter.pk}&amp;b={structured.pk}" in html
+    doc = get(admin_client, reverse("tracer:run", args=[starter.pk]))
+    assert ("compare", f"/compare/?a={starter.pk}&b={structured.pk}") in doc.links
 
 
 def test_the_run_page_lists_child_runs_and_the_child_links_its_parent(admin_client):
     parent = RunFactory(scenario="coordinator-partial")
     child = RunFactory(scenario="coordinator-partial", parent=parent, label="lookup order 1050")
-    html = admin_client.get(reverse("tracer:run", args=[parent.pk])).content.decode()
-    assert f"/runs/{child.pk}/" in html and "lookup order 1050" in html
-    html = admin_client.get(reverse("tracer:run", args=[child.pk])).content.decode()
-    assert f"parent run #{parent.pk}" in html
+    doc = get(admin_client, reverse("tracer:run", args=[parent.pk]))
+    assert (f"#{child.pk} lookup order 1050", f"/runs/{child.pk}/") in doc.links
+    doc = get(admin_client, reverse("tracer:run", args=[child.pk]))
+    assert (f"parent run #{parent.pk}", f"/runs/{parent.pk}/") in doc.links
 
 
 def test_a_guard_stop_banner_names_the_guard_and_the_errors_that_tripped_it(admin_client):
     run = guard_stop()
-    html = admin_client.get(reverse("tracer:run", args=[run.pk])).content.decode()
-    assert "Guard: <strong>3 tool errors in a row</strong>" in html
-    assert html.count('href="#step-') == 3
-    assert "unknown customer c-404 (try 3)" in html
+    banner = get(admin_client, reverse("tracer:run", args=[run.pk])).one(".banner")
+    assert "Guard: 3 tool errors in a row." in banner.text
+    assert [link for link in banner.links if link[1].startswith("#")] == [
+        ("step 1", "#step-1"),
+        ("step 2", "#step-2"),
+        ("step 3", "#step-3"),
+    ]
+    assert "unknown customer c-404 (try 3)" in banner.text
 
 
 def test_a_running_run_polls_for_new_steps_and_a_finished_one_does_not(admin_client):
     running = RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="")
     StepFactory(run=running, index=1)
-    html = admin_client.get(reverse("tracer:run", args=[running.pk])).content.decode()
-    assert f'hx-get="/runs/{running.pk}/steps/?after=1" hx-trigger="every 1s"' in html
+    [poller] = get(admin_client, reverse("tracer:run", args=[running.pk])).pollers
+    assert poller["hx-get"] == f"/runs/{running.pk}/steps/?after=1"
 
     finished = refund_too_old_structured()
-    assert 'hx-trigger="every 1s"' not in admin_client.get(reverse("tracer:run", args=[finished.pk])).content.decode()
+    assert get(admin_client, reverse("tracer:run", args=[finished.pk])).pollers == []
 
 
 def test_the_step_poll_returns_only_new_steps_and_the_status(admin_client):
     run = RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="")
     StepFactory(run=run, index=1, tool_name="lookup_orders")
     StepFactory(run=run, index=2, tool_name="process_refund")
-    html = admin_client.get(reverse("tracer:run-steps", args=[run.pk]), {"after": 1}, headers=HTMX).content.decode()
-    assert 'id="step-2"' in html and 'id="step-1"' not in html
-    assert f'hx-get="/runs/{run.pk}/steps/?after=2"' in html
-    assert 'id="run-status" class="run-status" hx-swap-oob="true"' in html
-    assert "<html" not in html
+    doc = get(admin_client, reverse("tracer:run-steps", args=[run.pk]), {"after": 1}, headers=HTMX)
+    assert not doc.select("html, nav")
+    assert [step["id"] for step in doc.select(".step")] == ["step-2"]
+    [poller] = doc.pollers
+    assert poller["hx-get"] == f"/runs/{run.pk}/steps/?after=2"
+    status = doc.one("#run-status")
+    assert status.get("hx-swap-oob") == "true" and "running" in status.text
 
 
 def test_the_step_poll_stops_once_the_run_has_finished(admin_client):
     run = refund_too_old_structured()
-    html = admin_client.get(reverse("tracer:run-steps", args=[run.pk]), {"after": 2}, headers=HTMX).content.decode()
-    assert "hx-trigger" not in html.replace("policyCreated", "")
-    assert "Stopped:" in html
-    assert '<details id="run-transcript" class="transcript" hx-swap-oob="true">' in html
-    assert 'id="step-' not in html
+    doc = get(admin_client, reverse("tracer:run-steps", args=[run.pk]), {"after": 2}, headers=HTMX)
+    assert doc.pollers == []
+    assert doc.one("#run-status").get("hx-swap-oob") == "true" and "Stopped:" in doc.one(".banner").text
+    assert doc.one("#run-transcript").get("hx-swap-oob") == "true"
+    assert doc.select(".step") == []
 
 
 def test_the_step_poll_without_htmx_goes_to_the_run_page(admin_client):
@@ -226,18 +254,22 @@ def test_html_in_tool_inputs_outputs_and_answers_is_shown_as_text(admin_client):
         f"{reverse('tracer:compare')}?a={run.pk}&b={other.pk}",
     ]
     for url in pages:
-        html = admin_client.get(url).content.decode()
-        assert SCRIPT not in html, url
-        assert ESCAPED in html or "&lt;script&gt;" in html, url
+        response = admin_client.get(url)
+        assert SCRIPT not in response.content.decode(), url  # never the raw markup, in any form
+        doc = page(response)
+        assert all(script.get("src") for script in doc.select("script")), url  # no inline script appeared
+        assert SCRIPT in doc.text, url  # shown as the text it is
 
 
 def test_html_in_a_guard_stops_error_text_is_shown_as_text(admin_client):
     run = guard_stop()
     run.steps.update(input={"customer": SCRIPT})
     run.steps.filter(index=3).update(attempts=[attempt(1, category="validation", message=SCRIPT)])
-    html = admin_client.get(reverse("tracer:stops")).content.decode()
-    assert SCRIPT not in html
-    assert "&lt;script&gt;" in html
+    response = admin_client.get(reverse("tracer:stops"))
+    assert SCRIPT not in response.content.decode()
+    doc = page(response)
+    assert all(script.get("src") for script in doc.select("script"))
+    assert f'lookup_orders({{"customer": "{SCRIPT}"}})' in doc.one(".failing-calls").text
 
 
 # --- compare ---------------------------------------------------------------------------------
@@ -245,20 +277,19 @@ def test_html_in_a_guard_stops_error_text_is_shown_as_text(admin_client):
 
 def test_compare_highlights_the_split_where_starter_retried_and_structured_answered(admin_client):
     a, b = refund_too_old_starter(), refund_too_old_structured()
-    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
-    assert html.count("This is where the runs split") == 1
-    split_at = html.index('class="line attempt-line is-split"')
-    split_line = html[split_at : html.index('<div class="line', split_at + 1)]
-    assert "Retry · attempt 2" in split_line
-    assert "no retry: the result went back to the model" in split_line
-    assert "Cause: this outcome differed — bare &quot;Error&quot; against business · not retryable" in html
-    assert "different scenarios" not in html
+    doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
+    assert doc.text.count("This is where the runs split") == 1
+    left, right = doc.one(".attempt-line.is-split").select(".cell")
+    assert "Retry · attempt 2" in left.text
+    assert "no retry: the result went back to the model" in right.text
+    assert 'Cause: this outcome differed — bare "Error" against business · not retryable' in doc.text
+    assert "different scenarios" not in doc.text
 
 
 def test_compare_summarises_the_differences(admin_client):
     a, b = refund_too_old_starter(), refund_too_old_structured()
-    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
-    for label in (
+    table = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).one("table.diffs")
+    assert table.texts("tbody th") == [
         "Tool calls",
         "Errors",
         "Retries",
@@ -267,31 +298,37 @@ def test_compare_summarises_the_differences(admin_client):
         "Stop reason",
         "Verdict",
         "Final answer",
-    ):
-        assert f"<th>{label}</th>" in html
-    assert html.count('<tr class="differs">') == 5  # retries, wasted, tokens, verdict, final answer
+    ]
+    assert table.texts("tr.differs th") == [
+        "Retries",
+        "Retries spent on non-retryable errors",
+        "Tokens",
+        "Verdict",
+        "Final answer",
+    ]
 
 
 def test_compare_accepts_the_two_ticked_runs_of_the_list(admin_client):
     a, b = refund_too_old_starter(), refund_too_old_structured()
-    html = admin_client.get(f"{reverse('tracer:compare')}?run={b.pk}&run={a.pk}").content.decode()
-    assert "This is where the runs split" in html
-    assert html.index(f"#{a.pk}</a>") < html.index(f"#{b.pk}</a>")  # the older run is A
+    doc = get(admin_client, f"{reverse('tracer:compare')}?run={b.pk}&run={a.pk}")
+    assert "This is where the runs split" in doc.text
+    cards = doc.select(".compare-heads .run-card")
+    assert [card.links[0][0] for card in cards] == [f"#{a.pk}", f"#{b.pk}"]  # the older run is A
 
 
 def test_compare_warns_when_the_scenarios_differ(admin_client):
     a = refund_too_old_starter()
     b = RunFactory(scenario="lookup-empty")
-    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
-    assert "These runs are of different scenarios (refund-too-old and lookup-empty)" in html
+    doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
+    assert "These runs are of different scenarios (refund-too-old and lookup-empty)" in doc.one("[role=alert]").text
 
 
 def test_compare_names_the_missing_run_field(admin_client):
-    html = admin_client.get(reverse("tracer:compare"), {"a": "7"}).content.decode()
-    assert "Run B: This field is required." in html
+    doc = get(admin_client, reverse("tracer:compare"), {"a": "7"})
+    assert doc.texts(".error") == ["Run B: This field is required."]
     a = RunFactory()
-    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": a.pk}).content.decode()
-    assert "Run B: pick a different run from run A" in html
+    doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": a.pk})
+    assert [e for e in doc.texts(".error") if e.startswith("Run B: pick a different run from run A")]
 
 
 def test_compare_of_an_unknown_run_is_not_found(admin_client):
@@ -307,21 +344,23 @@ def test_the_policy_matrix_aggregates_each_cell_and_links_to_its_runs(admin_clie
     refund_too_old_starter(verdict=Run.Verdict.PASS)
     refund_too_old_structured()
     RunFactory(policy_name="fragile", stop_reason=Run.StopReason.CRASHED, verdict=Run.Verdict.FAIL)
-    html = admin_client.get(reverse("tracer:policies")).content.decode()
-    assert "/?scenario=refund-too-old&amp;policy=starter" in html
-    assert "50%" in html and "100%" in html
-    assert "1 crash" in html
-    assert '<svg class="bar pass"' in html
+    matrix = get(admin_client, reverse("tracer:policies")).one("#policy-matrix")
+
+    def cell(policy: str) -> Node:
+        return matrix.one(f'a.cell-link[href="/?scenario=refund-too-old&policy={policy}"]')
+
+    assert "pass 50%" in cell("starter").text and "2 runs" in cell("starter").text
+    assert "pass 100%" in cell("structured").text
+    assert "1 crash" in cell("fragile").text
+    assert cell("starter").select("svg.bar.pass")
 
 
 def test_the_policy_matrix_shows_only_the_chosen_columns(admin_client):
     refund_too_old_starter()
     refund_too_old_structured()
-    html = admin_client.get(
-        reverse("tracer:policies"), {"policy": "structured"}, headers=htmx("policy-matrix")
-    ).content.decode()
-    assert html.lstrip().startswith('<section id="policy-matrix"')
-    assert "<th>structured</th>" in html and "<th>starter</th>" not in html
+    doc = get(admin_client, reverse("tracer:policies"), {"policy": "structured"}, headers=htmx("policy-matrix"))
+    assert fragment_root(doc) == "policy-matrix"
+    assert doc.texts("thead th") == ["Scenario", "structured"]
 
 
 def test_creating_a_policy_variant_triggers_an_event_and_returns_a_fresh_form(admin_client):
@@ -332,7 +371,7 @@ def test_creating_a_policy_variant_triggers_an_event_and_returns_a_fresh_form(ad
     )
     assert response.status_code == 200
     assert "policyCreated" in response["HX-Trigger"]
-    assert "Policy <strong>structured-patient</strong> created." in response.content.decode()
+    assert page(response).one("[role=status]").text == "Policy structured-patient created."
     variant = PolicyVariant.objects.get(name="structured-patient")
     assert variant.settings["max_attempts"] == 5 and variant.settings["error_format"] == "structured"
     assert not variant.is_preset
@@ -344,29 +383,30 @@ def test_a_policy_variant_form_names_each_invalid_field(admin_client):
         {"name": "Bad Name!", "base": "starter", "max_attempts": "99", "backoff_jitter": "3"},
         headers=HTMX,
     )
-    html = response.content.decode()
-    assert 'id="error-name"' in html and "use lowercase letters, digits, - and _" in html
-    assert 'id="error-max_attempts"' in html and "less than or equal to 10" in html
-    assert 'id="error-backoff_jitter"' in html and "less than or equal to 1" in html
+    doc = page(response)
+    assert "use lowercase letters, digits, - and _" in doc.one("#error-name").text
+    assert "less than or equal to 10" in doc.one("#error-max_attempts").text
+    assert "less than or equal to 1" in doc.one("#error-backoff_jitter").text
     assert "HX-Trigger" not in response
     assert not PolicyVariant.objects.filter(is_preset=False).exists()
 
 
 def test_a_policy_variant_name_must_be_new(admin_client):
     response = admin_client.post(reverse("tracer:policy-create"), {"name": "starter", "base": "starter"})
-    assert "a policy named &#x27;starter&#x27; already exists" in response.content.decode()
+    assert "a policy named 'starter' already exists" in page(response).one("#error-name").text
 
 
 def test_a_policy_variant_created_without_javascript_redirects_to_the_page(admin_client):
     response = admin_client.post(reverse("tracer:policy-create"), {"name": "quiet", "base": "message"})
     assert response.status_code == 302 and response["Location"] == reverse("tracer:policies")
-    assert "quiet" in admin_client.get(reverse("tracer:policies")).content.decode()
+    assert "quiet" in get(admin_client, reverse("tracer:policies")).one("#variant-quiet").text
 
 
 def test_the_policy_list_refreshes_itself_as_a_fragment(admin_client):
-    html = admin_client.get(reverse("tracer:policies"), headers=htmx("policy-list")).content.decode()
-    assert html.lstrip().startswith('<section id="policy-list"')
-    assert 'hx-trigger="policyCreated from:body"' in html
+    doc = get(admin_client, reverse("tracer:policies"), headers=htmx("policy-list"))
+    assert fragment_root(doc) == "policy-list"
+    assert doc.elements[0]["hx-trigger"].startswith("policyCreated")  # it refreshes on that event
+    assert set(PRESET_NAMES) <= set(doc.texts("[id^=variant-] strong"))
 
 
 # --- stops -----------------------------------------------------------------------------------
@@ -376,13 +416,16 @@ def test_the_stop_queue_shows_the_failing_call_the_other_policy_and_counts(admin
     stopped = guard_stop(scenario="lookup-stuck")
     other = RunFactory(scenario="lookup-stuck", policy_name="message", final_answer="No such customer.")
     RunFactory()
-    html = admin_client.get(reverse("tracer:stops")).content.decode()
-    assert f"Run #{stopped.pk}" in html
-    assert "lookup_orders({&quot;customer&quot;: &quot;c-404&quot;})" in html
-    assert "unknown customer c-404 (try 1)" in html and "unknown customer c-404 (try 3)" in html
-    assert f"Run #{other.pk}</a> under <strong>message</strong>" in html
-    assert f"/compare/?a={stopped.pk}&amp;b={other.pk}" in html
-    assert 'Unreviewed <span class="count">1</span>' in html
+    doc = get(admin_client, reverse("tracer:stops"))
+    case = doc.one(f"#stop-{stopped.pk}")
+    assert (f"Run #{stopped.pk}", f"/runs/{stopped.pk}/") in case.links
+    calls = case.one(".failing-calls").text
+    assert 'lookup_orders({"customer": "c-404"})' in calls
+    assert "unknown customer c-404 (try 1)" in calls and "unknown customer c-404 (try 3)" in calls
+    beside = case.one(".beside")
+    assert f"Run #{other.pk} under message" in beside.text
+    assert ("compare", f"/compare/?a={stopped.pk}&b={other.pk}") in beside.links
+    assert "Unreviewed 1" in doc.one("#stop-counts").text
 
 
 def test_reviewing_a_stop_saves_the_verdict_and_moves_it_to_reviewed(admin_client):
@@ -393,18 +436,17 @@ def test_reviewing_a_stop_saves_the_verdict_and_moves_it_to_reviewed(admin_clien
         headers=HTMX,
     )
     assert "stopReviewed" in response["HX-Trigger"]
-    assert "unhelpful error message" in response.content.decode()
+    assert "unhelpful error message" in page(response).one("p.reviewed").text
     review = StopReview.objects.get(run=run)
     assert review.verdict == "unhelpful_error" and review.note == "the message never says the id format"
-    html = admin_client.get(reverse("tracer:stops"), {"state": "reviewed"}).content.decode()
-    assert f"Run #{run.pk}" in html
-    assert f"Run #{run.pk}" not in admin_client.get(reverse("tracer:stops")).content.decode()
+    assert get(admin_client, reverse("tracer:stops"), {"state": "reviewed"}).select(f"#stop-{run.pk}")
+    assert not get(admin_client, reverse("tracer:stops")).select(f"#stop-{run.pk}")
 
 
 def test_a_review_without_a_verdict_names_the_field(admin_client):
     run = guard_stop()
-    html = admin_client.post(reverse("tracer:stop-review", args=[run.pk]), {"note": "x"}, headers=HTMX).content.decode()
-    assert "Verdict: This field is required." in html
+    doc = page(admin_client.post(reverse("tracer:stop-review", args=[run.pk]), {"note": "x"}, headers=HTMX))
+    assert doc.texts(".error") == ["Verdict: This field is required."]
     assert not StopReview.objects.exists()
 
 
@@ -427,35 +469,38 @@ def test_a_review_never_redirects_off_site(admin_client):
 
 def test_the_stop_counts_refresh_as_a_fragment(admin_client):
     StopReviewFactory(run=guard_stop())
-    html = admin_client.get(reverse("tracer:stops"), headers=htmx("stop-counts")).content.decode()
-    assert html.lstrip().startswith('<nav id="stop-counts"')
-    assert 'Reviewed <span class="count">1</span>' in html
+    doc = get(admin_client, reverse("tracer:stops"), headers=htmx("stop-counts"))
+    assert fragment_root(doc) == "stop-counts"
+    assert [text for text, _ in doc.links] == ["Unreviewed 0", "Reviewed 1", "All 1"]
 
 
 # --- launch ----------------------------------------------------------------------------------
 
 
 def test_the_launch_form_names_each_missing_choice(admin_client):
-    html = admin_client.post(reverse("tracer:launch"), {"model_backend": "simulated", "repeats": "0"}).content.decode()
-    assert html.count("This field is required.") == 2  # scenarios, policies
-    assert "Repeats: Ensure this value is greater than or equal to 1." in html
+    doc = page(admin_client.post(reverse("tracer:launch"), {"model_backend": "simulated", "repeats": "0"}))
+    assert doc.text.count("This field is required.") == 2  # scenarios, policies
+    assert "Repeats: Ensure this value is greater than or equal to 1." in doc.text
 
 
 def test_the_experiment_page_polls_until_done_then_links_matrix_and_pairs(admin_client):
     exp = ExperimentFactory(total_runs=2, finished_runs=1)
     a = refund_too_old_starter(experiment=exp)
     b = refund_too_old_structured(experiment=exp, status=Run.Status.RUNNING)
-    html = admin_client.get(reverse("tracer:experiment", args=[exp.pk])).content.decode()
-    assert 'hx-trigger="every 1s"' in html and "Open its matrix" not in html
+    doc = get(admin_client, reverse("tracer:experiment", args=[exp.pk]))
+    assert [p["id"] for p in doc.pollers] == ["experiment-progress"] and "Open its matrix" not in doc.text
 
     exp.finished_runs = 2
     exp.save()
     Run.objects.filter(pk=b.pk).update(status=Run.Status.FINISHED)
-    html = admin_client.get(reverse("tracer:experiment", args=[exp.pk]), headers=HTMX).content.decode()
-    assert html.lstrip().startswith('<section id="experiment-progress"')
-    assert "hx-trigger" not in html
-    assert f"/policies/?experiment={exp.pk}" in html
-    assert f"/compare/?a={a.pk}&amp;b={b.pk}" in html
+    doc = get(admin_client, reverse("tracer:experiment", args=[exp.pk]), headers=HTMX)
+    assert fragment_root(doc) == "experiment-progress"
+    assert doc.pollers == []
+    assert ("Open its matrix", f"/policies/?experiment={exp.pk}") in doc.links
+    assert (
+        f"refund-too-old: starter #{a.pk} vs structured #{b.pk}",
+        f"/compare/?a={a.pk}&b={b.pk}",
+    ) in doc.links
 
 
 def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_client):
@@ -470,24 +515,26 @@ def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_clien
         attempts=[attempt(1, ok=True, content=["0871"])],
         is_error=False,
     )
-    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
-    assert html.count('class="gap-note">no such step') == 1
-    assert "no retry: the result went back to the model" not in html
-    assert "Run B called lookup_orders; run A has no such step." in html
+    doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
+    assert doc.texts(".cell").count("no such step") == 1
+    assert "no retry: the result went back to the model" not in doc.text
+    assert "Run B called lookup_orders; run A has no such step." in doc.text
 
 
 def test_the_run_list_of_one_experiment_says_so_and_links_back_to_all_runs(admin_client):
     exp = ExperimentFactory()
     mine = RunFactory(experiment=exp)
-    other = RunFactory()
-    html = admin_client.get(reverse("tracer:runs"), {"experiment": exp.pk, "policy": "structured"}).content.decode()
-    assert f"/runs/{mine.pk}/" in html and f"/runs/{other.pk}/" not in html
-    assert f'of experiment {exp.pk} <a href="?policy=structured">(all runs)</a>' in html
+    RunFactory()  # of no experiment: not listed
+    doc = get(admin_client, reverse("tracer:runs"), {"experiment": exp.pk, "policy": "structured"})
+    assert doc.one("#run-rows").hrefs == [f"/runs/{mine.pk}/"]
+    assert f"1 run of experiment {exp.pk} (all runs)" in doc.text
+    assert ("(all runs)", "?policy=structured") in doc.links
 
 
 def test_compare_says_when_a_run_is_still_running(admin_client):
     a = refund_too_old_starter()
     b = refund_too_old_structured(status=Run.Status.RUNNING)
-    html = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).content.decode()
-    assert "Run B is still running: reload when it has finished" in html
-    assert "Run A is still" not in html
+    doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
+    assert [w for w in doc.texts("[role=status]") if w.startswith("Run ")] == [
+        "Run B is still running: reload when it has finished to compare the whole runs."
+    ]
