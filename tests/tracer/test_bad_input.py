@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.urls import reverse
 
+from tests.dom import page
 from tests.factories import RunFactory, guard_stop
 from tracer.experiments import policy_variant_create
 from tracer.models import PolicyVariant
@@ -95,7 +96,7 @@ def test_a_policy_name_taken_between_the_check_and_the_insert_is_a_form_error(ad
             reverse("tracer:policy-create"), {"name": "patient", "base": "structured"}, headers=HTMX
         )
     assert response.status_code == 200
-    assert "a policy named &#x27;patient&#x27; already exists; choose another name" in response.content.decode()
+    assert "a policy named 'patient' already exists; choose another name" in page(response).one("#error-name").text
     assert PolicyVariant.objects.filter(name="patient").count() == 1
 
 

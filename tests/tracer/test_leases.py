@@ -22,7 +22,8 @@ from django.utils import timezone
 
 from agents.events import RunEnd, RunStart
 from tests.conftest import final_step, ok_attempt, tool_step
-from tracer import delivery, execution
+from tests.dom import page
+from tracer import execution
 from tracer.execution import LeaseHeartbeat, run_claim, run_execute, runs_sweep
 from tracer.experiments import experiment_launch, run_create
 from tracer.models import Experiment, PolicyVariant, Run, Step
@@ -435,7 +436,6 @@ CLOSED = "redis://:s3cret@127.0.0.1:1/0"  # nothing listens on port 1
 
 
 def test_a_launch_with_the_broker_down_says_so_and_writes_nothing():
-    started = time.monotonic()
     with broker(CLOSED), pytest.raises(ValidationError) as info:
         launched()
     [message] = info.value.message_dict[NON_FIELD_ERRORS]
@@ -443,7 +443,6 @@ def test_a_launch_with_the_broker_down_says_so_and_writes_nothing():
     assert message.endswith("Nothing was launched; start it or check CELERY_BROKER_URL.")
     assert "s3cret" not in message
     assert not Experiment.objects.exists() and not Run.objects.exists()
-    assert time.monotonic() - started < delivery.BROKER_CHECK_TIMEOUT_S + 2
 
 
 def test_the_launch_page_and_run_experiment_show_the_broker_message(admin_client):
@@ -453,7 +452,7 @@ def test_the_launch_page_and_run_experiment_show_the_broker_message(admin_client
             {"scenarios": ["refund-too-old"], "policies": ["starter"], "model_backend": "simulated", "repeats": "1"},
         )
         assert response.status_code == 200
-        assert "the task broker (redis://:**@127.0.0.1:1/0) is not reachable" in response.content.decode()
+        assert "the task broker (redis://:**@127.0.0.1:1/0) is not reachable" in page(response).text
         with pytest.raises(CommandError, match=r"cannot launch the experiment:\nthe task broker \(redis://:\*\*@"):
             call_command("run_experiment", "--scenario", "refund-too-old", "--policy", "starter")
     assert not Experiment.objects.exists()
@@ -499,30 +498,32 @@ def test_the_experiment_page_says_it_waits_for_a_worker_and_polls_slower_then_st
 ):
     experiment = launched(policies=["starter", "structured"])
     url = reverse("tracer:experiment", args=[experiment.pk])
-    html = admin_client.get(url, headers=HTMX).content.decode()
-    assert 'hx-trigger="every 1s"' in html and "Waiting for a worker" not in html
+    doc = page(admin_client.get(url, headers=HTMX))
+    assert [p["hx-trigger"] for p in doc.pollers] == ["every 1s"] and "Waiting for a worker" not in doc.text
 
     Run.objects.filter(experiment=experiment).update(enqueued_at=timezone.now() - timedelta(minutes=2))
-    html = admin_client.get(url, headers=HTMX).content.decode()
-    assert 'hx-trigger="every 5s"' in html
-    assert "Waiting for a worker: 2 runs queued, the oldest sent 2\xa0minutes ago." in html
+    doc = page(admin_client.get(url, headers=HTMX))
+    assert [p["hx-trigger"] for p in doc.pollers] == ["every 5s"]
+    assert "Waiting for a worker: 2 runs queued, the oldest sent 2 minutes ago." in doc.one("[role=status]").text
 
     settings.RLT_QUEUED_GIVE_UP_S = 60
     Run.objects.filter(experiment=experiment).update(created_at=timezone.now() - timedelta(minutes=2))
     runs_sweep()
-    html = admin_client.get(url, headers=HTMX).content.decode()
-    assert "hx-trigger" not in html and "Waiting for a worker" not in html
-    assert "2</strong> of 2 runs finished — done" in html
+    doc = page(admin_client.get(url, headers=HTMX))
+    assert doc.pollers == [] and "Waiting for a worker" not in doc.text
+    assert "2 of 2 runs finished — done" in doc.text
 
 
 def test_the_run_page_links_an_interrupted_run_and_its_rerun_both_ways(admin_client, sent_tasks):
     run = claimed(launched().runs.get())
     lapse(run)
     [interruption] = runs_sweep().interrupted
-    html = admin_client.get(reverse("tracer:run", args=[run.pk])).content.decode()
-    assert f'Re-run as <a href="/runs/{interruption.rerun_id}/">run #{interruption.rerun_id}</a> (queued)' in html
-    assert "its lease lapsed at" in html
-    html = admin_client.get(reverse("tracer:run", args=[interruption.rerun_id])).content.decode()
-    assert f'A re-run of <a href="/runs/{run.pk}/">run #{run.pk}</a>, which was interrupted.' in html
-    experiment_html = admin_client.get(reverse("tracer:experiment", args=[run.experiment_id])).content.decode()
-    assert f"re-run of #{run.pk}" in experiment_html
+    banner = page(admin_client.get(reverse("tracer:run", args=[run.pk]))).one(".banner")
+    assert f"Re-run as run #{interruption.rerun_id} (queued)." in banner.text
+    assert (f"run #{interruption.rerun_id}", f"/runs/{interruption.rerun_id}/") in banner.links
+    assert "its lease lapsed at" in banner.text
+    doc = page(admin_client.get(reverse("tracer:run", args=[interruption.rerun_id])))
+    assert f"A re-run of run #{run.pk}, which was interrupted." in doc.text
+    assert (f"run #{run.pk}", f"/runs/{run.pk}/") in doc.links
+    experiment = page(admin_client.get(reverse("tracer:experiment", args=[run.experiment_id])))
+    assert f"#{interruption.rerun_id} re-run of #{run.pk}" in experiment.texts("td")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from tests.dom import page
 from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter
 from tracer import access
 from tracer.models import Run
@@ -96,7 +97,7 @@ def test_five_failed_logins_lock_the_username_out_with_a_message_on_the_login_pa
         html = response.content.decode()
         assert response.status_code == access.LOCKED_OUT_STATUS
         assert "Too many failed logins: this username is locked for 15 minutes from this address." in html
-        assert 'name="username"' in html  # the login page, not a bare error page
+        assert page(response).select("input[name=username]")  # the login page, not a bare error page
     assert client.get(reverse("tracer:runs")).status_code == 302  # not logged in
 
     response = client.post(reverse("login"), {"username": "bob", "password": "bobs-right-password"})
