@@ -221,6 +221,11 @@ CELERY_TASK_TIME_LIMIT = RLT_RUN_TIME_LIMIT_S + 90
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")
 
+# The OTLP receiver (/v1/traces, docs/otlp.md): the largest request body it reads, in bytes, compressed
+# and again once gunzipped; a larger one is answered 413 naming this limit. Read from the request
+# stream itself, so DATA_UPLOAD_MAX_MEMORY_SIZE does not apply.
+RLT_OTLP_MAX_BYTES = int(os.environ.get("RLT_OTLP_MAX_BYTES") or 16 * 1024 * 1024)
+
 # Tests only: seconds the recorder waits after committing each step, so a test can watch a run
 # while it is still running. Zero everywhere else.
 RLT_STEP_DELAY_S = float(os.environ.get("RLT_STEP_DELAY_S") or 0)

@@ -315,3 +315,38 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class OtlpTrace(models.Model):
+    """A trace received at ``/v1/traces`` (``tracer/otlp/receiver.py``): its sender, the run it is,
+    and how many of its spans are stored."""
+
+    owner = models.ForeignKey(django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="otlp_traces")
+    trace_id = models.CharField(max_length=32)  # 32 lowercase hex digits
+    # set in the transaction that creates the row; the row comes first, so two requests that start
+    # the same trace at once collide on (owner, trace_id) before either writes a run
+    run = models.OneToOneField(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="otlp_trace")
+    span_count = models.PositiveIntegerField(default=0)  # spans stored; each write checks it did not move
+    complete = models.BooleanField(default=False)  # its root span has arrived
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "trace_id"], name="otlptrace_owner_trace_unique")]
+
+    def __str__(self) -> str:
+        return f"trace {self.trace_id} (run {self.run_id})"
+
+
+class OtlpSpan(models.Model):
+    """One span as received, kept so the trace can be read again when more of its spans arrive."""
+
+    trace = models.ForeignKey(OtlpTrace, on_delete=models.CASCADE, related_name="spans")
+    span_id = models.CharField(max_length=16)  # 16 lowercase hex digits
+    parent_span_id = models.CharField(max_length=16, blank=True)  # blank for the root span
+    data = models.JSONField()  # tracer.otlp.wire.Span.to_dict()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trace", "span_id"], name="otlpspan_trace_span_unique")]
+
+    def __str__(self) -> str:
+        return f"span {self.span_id} of {self.trace_id}"

@@ -1,0 +1,833 @@
+"""The OTLP/HTTP receiver at /v1/traces and the OTLP export of a run.
+
+Spans are made with the OpenTelemetry SDK and encoded by the exporter's own encoder (protobuf), or
+turned into OTLP JSON from that; the shared benchmark's spans come from ../shared/bench/otel_spans.py
+and are checked against its workload. The acceptance test runs an agent loop on the official
+anthropic SDK (its HTTP answered by a fake transport), instrumented by
+openinference-instrumentation-anthropic, exporting with opentelemetry-exporter-otlp-proto-http to
+the live server.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from django.db.models import Sum
+from django.urls import reverse
+from google.protobuf import json_format
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from tracer import ingest, selectors
+from tracer.models import PolicyVariant, Run, Step
+from tracer.tokens import token_create, token_revoke
+
+BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench"
+sys.path.insert(0, str(BENCH))
+import otel_spans  # noqa: E402  (the shared benchmark's span maker)
+import workload  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+
+URL = "/v1/traces"
+PB = "application/x-protobuf"
+SCOPE = InstrumentationScope("tests", "1")
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sender(django_user_model):
+    user = django_user_model.objects.create_user(username="agent-team", password="x")
+    token, secret = token_create(user=user, name="ci agent")
+    return user, token, secret
+
+
+def post(client, secret: str | None, body: bytes, *, content_type: str = PB, gzipped: bool = False):
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {secret}"} if secret else {}
+    if gzipped:
+        body = gzip.compress(body)
+        headers["HTTP_CONTENT_ENCODING"] = "gzip"
+    return client.post(URL, data=body, content_type=content_type, **headers)
+
+
+def pb_body(spans: list[ReadableSpan]) -> bytes:
+    return encode_spans(spans).SerializeToString()
+
+
+def json_body(spans: list[ReadableSpan]) -> bytes:
+    """OTLP JSON as the specification spells it: hex ids, integer enums, 64-bit integers as strings."""
+    data = json_format.MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+
+    def hex_ids(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str):
+                    node[key] = base64.b64decode(value).hex()
+                else:
+                    hex_ids(value)
+        elif isinstance(node, list):
+            for item in node:
+                hex_ids(item)
+
+    hex_ids(data)
+    return json.dumps(data).encode()
+
+
+def answer(response) -> trace_service_pb2.ExportTraceServiceResponse:
+    assert response["Content-Type"] == PB
+    return trace_service_pb2.ExportTraceServiceResponse.FromString(response.content)
+
+
+def refusal(response) -> tuple[str, list[tuple[str, str]]]:
+    """The message of a ``google.rpc.Status`` answer and its field violations (path, description)."""
+    if response["Content-Type"] == PB:
+        status = status_pb2.Status.FromString(response.content)
+        violations = []
+        for detail in status.details:
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations += [(v.field, v.description) for v in bad.field_violations]
+        return status.message, violations
+    data = json.loads(response.content)
+    violations = [(v["field"], v["description"]) for d in data.get("details", []) for v in d["fieldViolations"]]
+    return data["message"], violations
+
+
+def bench_runs(n: int = 40) -> list[dict]:
+    return list(workload.generate(n, 20240601))
+
+
+def bench_spans(run: dict, resource: Resource | None = None) -> list[ReadableSpan]:
+    return otel_spans.run_to_spans(run, resource or Resource({"service.name": "peers-bench"}), 0)
+
+
+def expected(run: dict) -> dict:
+    """What the workload says the run is, in this project's terms: a step per tool call, plus the answer."""
+    tools = [s for s in run["steps"] if s["kind"] == "tool_call"]
+    return {
+        "steps": len(tools) + (run["stop_reason"] == "final_answer"),
+        "tool_calls": len(tools),
+        "errors": sum(s["is_error"] for s in tools),
+        "stop_reason": run["stop_reason"],
+        "final_answer": run["final_answer"] or "",
+        "input_tokens": run["tokens_in"],
+        "output_tokens": run["tokens_out"],
+        "scenario": run["scenario"],
+        "policy": run["policy"],
+    }
+
+
+def recorded(run: Run) -> dict:
+    run.refresh_from_db()
+    return {
+        "steps": run.step_count,
+        "tool_calls": run.tool_call_count,
+        "errors": run.error_count,
+        "stop_reason": run.stop_reason,
+        "final_answer": run.final_answer,
+        "input_tokens": run.input_tokens,
+        "output_tokens": run.output_tokens,
+        "scenario": run.scenario,
+        "policy": run.policy_name,
+    }
+
+
+def steps_of(run: Run) -> list[dict]:
+    return [ingest._step_dict(s) for s in run.steps.order_by("index")]
+
+
+class Tracer:
+    """Hand-made spans of one trace, with ids and times of our choosing."""
+
+    def __init__(self, trace_id: int = 0x5EED, resource: dict | None = None) -> None:
+        self.trace_id = trace_id
+        self.resource = Resource(resource or {"service.name": "hand-made"})
+        self.next_id = 1
+        self.t = 1_750_000_000_000_000_000
+
+    def ctx(self, span_id: int) -> SpanContext:
+        return SpanContext(self.trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+    def span(self, name, attrs, *, parent=None, error: str | None = None, events=(), duration_ms=10, span_id=None):
+        span_id = span_id or self.next_id
+        self.next_id += 1
+        start = self.t
+        self.t += duration_ms * 1_000_000
+        status = Status(StatusCode.ERROR, error) if error is not None else Status(StatusCode.OK)
+        return ReadableSpan(
+            name=name,
+            context=self.ctx(span_id),
+            parent=self.ctx(parent) if parent else None,
+            resource=self.resource,
+            attributes=attrs,
+            events=events,
+            kind=SpanKind.INTERNAL,
+            status=status,
+            start_time=start,
+            end_time=self.t,
+            instrumentation_scope=SCOPE,
+        )
+
+
+def the_run(user) -> Run:
+    return Run.objects.get(source=Run.Source.OTLP, owner=user)
+
+
+# --- the shared benchmark's spans --------------------------------------------------------------
+
+
+def test_bench_spans_record_each_run_as_the_workload_describes_it(client, sender):
+    user, _, secret = sender
+    runs = bench_runs(60)
+    # every stop reason under both policies
+    chosen = []
+    for policy in ("starter", "structured"):
+        for stop in ("final_answer", "consecutive_errors", "max_steps"):
+            chosen.append(next(r for r in runs if r["policy"] == policy and r["stop_reason"] == stop))
+    body = pb_body([span for run in chosen for span in bench_spans(run)])
+    response = post(client, secret, body)
+    assert response.status_code == 200
+    assert not answer(response).HasField("partial_success")
+    for run in chosen:
+        row = Run.objects.get(source=Run.Source.OTLP, owner=user, external_id=run["trace_id"])
+        assert recorded(row) == expected(run), run["run_id"]
+        assert row.status == Run.Status.FINISHED
+        assert row.is_imported and row.source_detail == "peers-bench"
+        assert row.verdict == ""  # the sender gave none
+        errors = [s for s in run["steps"] if s["kind"] == "tool_call" and s["is_error"]]
+        failed = list(row.steps.filter(is_error=True).order_by("index"))
+        assert [s.result_content for s in failed] == [s["error"] for s in errors]
+        assert [s.category for s in failed] == [s["error_category"] for s in errors]
+
+
+def test_json_and_gzip_bodies_record_the_same_run_as_protobuf(client, django_user_model):
+    run = bench_runs(2)[0]
+    spans = bench_spans(run)
+    results = []
+    for n, (body, content_type, gzipped) in enumerate(
+        [
+            (pb_body(spans), PB, False),
+            (json_body(spans), "application/json", False),
+            (pb_body(spans), PB, True),
+            (json_body(spans), "application/json", True),
+        ]
+    ):
+        user = django_user_model.objects.create_user(username=f"sender{n}")
+        _, secret = token_create(user=user, name="t")
+        response = post(client, secret, body, content_type=content_type, gzipped=gzipped)
+        assert response.status_code == 200, response.content
+        assert response["Content-Type"] == content_type
+        row = the_run(user)
+        results.append((recorded(row), steps_of(row)))
+    assert recorded(the_run(user)) == expected(run)
+    assert all(r == results[0] for r in results)
+
+
+def test_spans_split_over_requests_in_shuffled_order_give_the_same_run_as_one_request(client, django_user_model):
+    run = bench_runs(6)[4]
+    spans = bench_spans(run)
+    one, _ = (django_user_model.objects.create_user(username="one"), None)
+    _, one_secret = token_create(user=one, name="t")
+    assert post(client, one_secret, pb_body(spans)).status_code == 200
+
+    for seed in (1, 2, 3):
+        split = django_user_model.objects.create_user(username=f"split{seed}")
+        _, secret = token_create(user=split, name="t")
+        shuffled = spans[:]
+        random.Random(seed).shuffle(shuffled)  # the root span may come first, last or between
+        for k in range(0, len(shuffled), 3):
+            response = post(client, secret, pb_body(shuffled[k : k + 3]))
+            assert response.status_code == 200
+            assert not answer(response).HasField("partial_success")
+        assert recorded(the_run(split)) == recorded(the_run(one)) == expected(run)
+        assert steps_of(the_run(split)) == steps_of(the_run(one))
+        assert the_run(split).status == Run.Status.FINISHED
+    # spans sent again change nothing
+    assert post(client, one_secret, pb_body(spans)).status_code == 200
+    assert Run.objects.filter(owner=one).count() == 1
+    assert recorded(the_run(one)) == expected(run)
+
+
+def test_a_live_run_shows_its_steps_before_its_root_span_arrives(client, sender, admin_client):
+    user, _, secret = sender
+    run = next(r for r in bench_runs(10) if r["stop_reason"] == "final_answer")
+    root, *children = bench_spans(run)
+    half = len(children) // 2
+    assert post(client, secret, pb_body(children[:half])).status_code == 200
+    row = the_run(user)
+    assert row.status == Run.Status.RUNNING and row.stop_reason == ""
+    written = row.step_count
+    assert written >= 1
+    page = admin_client.get(reverse("tracer:run", args=[row.pk]))
+    assert page.status_code == 200
+    first_tool = next(s for s in run["steps"] if s["kind"] == "tool_call")
+    assert first_tool["tool_name"] in page.content.decode()
+    # the live fragment hands over only the steps after the ones the page has
+    fragment = admin_client.get(
+        reverse("tracer:run-steps", args=[row.pk]) + f"?after={written}", headers={"HX-Request": "true"}
+    )
+    assert fragment.status_code == 200
+    assert post(client, secret, pb_body(children[half:])).status_code == 200
+    row.refresh_from_db()
+    assert row.status == Run.Status.RUNNING and row.step_count > written
+    assert post(client, secret, pb_body([root])).status_code == 200
+    assert recorded(row) == expected(run)
+    assert row.status == Run.Status.FINISHED and row.finished_at is not None
+
+
+def test_bench_pairs_compare_and_aggregate_like_built_in_runs(client, sender, admin_client):
+    user, _, secret = sender
+    runs = bench_runs(8)
+    assert post(client, secret, pb_body([s for r in runs for s in bench_spans(r)])).status_code == 200
+    starter, structured = runs[2], runs[3]
+    assert starter["pair_id"] == structured["pair_id"]
+    a = Run.objects.get(owner=user, external_id=starter["trace_id"])
+    b = Run.objects.get(owner=user, external_id=structured["trace_id"])
+    comparison = selectors.run_compare(a_id=a.pk, b_id=b.pk)
+    shared_tools = sum(1 for s in starter["steps"][: starter["diverged_at_step"]] if s["kind"] == "tool_call")
+    assert comparison.divergence.split is not None
+    assert comparison.divergence.split.row >= shared_tools  # the steps before the split are the same
+    assert admin_client.get(reverse("tracer:compare") + f"?a={a.pk}&b={b.pk}").status_code == 200
+    matrix = selectors.policy_matrix()
+    cell = next(c for row in matrix.rows if row.scenario == starter["scenario"] for c in row.cells if c)
+    assert cell.runs == 1
+
+
+# --- the two conventions, hand-made ----------------------------------------------------------------
+
+
+def test_openinference_tool_spans_make_steps_with_errors_and_the_final_answer(client, sender):
+    user, _, secret = sender
+    tr = Tracer(resource={"service.name": "refund-bot", "rlt.scenario": "refund-too-old", "rlt.policy": "mine"})
+    root = 100
+    llm = "llm.output_messages.0.message."
+    spans = [
+        tr.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": "claude-haiku-4-5",
+                "llm.token_count.prompt": 120,
+                "llm.token_count.completion": 30,
+                f"{llm}role": "assistant",
+                f"{llm}content": "Let me refund that.",
+                f"{llm}tool_calls.0.tool_call.id": "toolu_1",
+                f"{llm}tool_calls.0.tool_call.function.name": "process_refund",
+                f"{llm}tool_calls.0.tool_call.function.arguments": '{"order_id": "0871"}',
+            },
+            parent=root,
+        ),
+        tr.span(
+            "process_refund",
+            {
+                "openinference.span.kind": "TOOL",
+                "tool.name": "process_refund",
+                "input.value": '{"order_id": "0871"}',
+                "input.mime_type": "application/json",
+                "output.value": '{"isError": true, "errorCategory": "business", "isRetryable": false, '
+                '"message": "Refunds close after 30 days."}',
+                "output.mime_type": "application/json",
+            },
+            parent=root,
+            error="Refunds close after 30 days.",
+            events=(
+                Event(
+                    "exception",
+                    {"exception.type": "BusinessRuleViolation", "exception.message": "Refunds close after 30 days."},
+                ),
+            ),
+        ),
+        tr.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.token_count.prompt": 200,
+                "llm.token_count.completion": 40,
+                f"{llm}role": "assistant",
+                f"{llm}contents.0.message_content.type": "text",
+                f"{llm}contents.0.message_content.text": "I can't refund order 0871: it is 239 days old.",
+            },
+            parent=root,
+        ),
+    ]
+    spans.append(
+        tr.span(
+            "agent",
+            {"openinference.span.kind": "AGENT", "input.value": "Refund order 0871.", "rlt.verdict": "pass"},
+            span_id=root,
+        )
+    )
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    run = the_run(user)
+    tool, final = run.steps.order_by("index")
+    assert (tool.tool_name, tool.tool_use_id, tool.input) == ("process_refund", "toolu_1", {"order_id": "0871"})
+    assert tool.is_error and tool.category == "business" and tool.retryable is False
+    assert (tool.input_tokens, tool.output_tokens, tool.text) == (120, 30, "Let me refund that.")
+    assert final.kind == Step.Kind.FINAL_ANSWER and (final.input_tokens, final.output_tokens) == (200, 40)
+    assert run.final_answer == "I can't refund order 0871: it is 239 days old."
+    assert (run.scenario, run.policy_name, run.task) == ("refund-too-old", "mine", "Refund order 0871.")
+    assert run.stop_reason == "final_answer" and run.verdict == "pass"
+    assert run.model_name == "claude-haiku-4-5" and run.model_backend == "imported"
+
+
+def test_genai_spans_read_tool_calls_retries_by_call_id_and_a_named_stop(client, sender):
+    user, _, secret = sender
+    tr = Tracer(resource={"service.name": "lookup-agent"})
+    root = 100
+
+    def chat(tokens, parts):
+        return tr.span(
+            "chat claude",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "claude-sonnet-4-5",
+                "gen_ai.usage.input_tokens": tokens[0],
+                "gen_ai.usage.output_tokens": tokens[1],
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts}]),
+            },
+            parent=root,
+        )
+
+    def tool(call_id, result, error=None):
+        attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "lookup",
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.arguments": '{"key": "A-1"}',
+            "gen_ai.tool.call.result": result,
+        }
+        if error:
+            attrs["error.type"] = "TimeoutError"
+            attrs["rlt.error.category"] = "transient"
+            attrs["rlt.error.retryable"] = True
+        return tr.span("execute_tool lookup", attrs, parent=root, error=error)
+
+    spans = [
+        chat((50, 10), [{"type": "tool_call", "id": "call_1", "name": "lookup", "arguments": {"key": "A-1"}}]),
+        tool("call_1", "timed out", error="lookup timed out"),
+        tool("call_1", "timed out", error="lookup timed out"),
+        tool("call_1", "timed out", error="lookup timed out"),
+        chat((80, 12), [{"type": "tool_call", "id": "call_2", "name": "lookup", "arguments": {"key": "A-1"}}]),
+        tool("call_2", "timed out", error="lookup timed out"),
+    ]
+    spans.append(
+        tr.span(
+            "invoke_agent",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "rlt.scenario": "lookup-flaky-exhausted",
+                "rlt.policy": "structured",
+                "rlt.stop_reason": "consecutive_errors",
+                "rlt.guard": "2 tool errors in a row",
+            },
+            span_id=root,
+            error="consecutive_errors",
+        )
+    )
+    assert post(client, secret, json_body(spans), content_type="application/json").status_code == 200
+    run = the_run(user)
+    first, second = run.steps.order_by("index")
+    assert first.retry_count == 2 and [a["ok"] for a in first.attempts] == [False, False, False]
+    assert first.is_error and first.category == "transient" and first.retryable is True
+    assert first.tool_use_id == "call_1" and first.input == {"key": "A-1"}
+    assert (first.input_tokens, second.input_tokens) == (50, 80)
+    assert run.retry_count == 2 and run.error_count == 2 and run.tool_call_count == 2
+    assert (run.stop_reason, run.guard, run.final_answer) == ("consecutive_errors", "2 tool errors in a row", "")
+    assert (run.scenario, run.policy_name, run.source_detail) == (
+        "lookup-flaky-exhausted",
+        "structured",
+        "lookup-agent",
+    )
+    assert run.verdict == ""
+
+
+def test_llm_only_trace_reads_is_error_retries_and_the_final_answer_from_input_value(client, sender):
+    """An agent whose tools are not instrumented: the instrumentation flattens tool results into
+    llm.input_messages and drops is_error there; input.value keeps the request as sent."""
+    user, _, secret = sender
+    tr = Tracer(resource={"service.name": "uninstrumented-tools"})
+    root = 100
+    task = {"role": "user", "content": "Refund order 0871."}
+    use = {"type": "tool_use", "id": "toolu_1", "name": "process_refund", "input": {"order_id": "0871"}}
+    use_again = dict(use, id="toolu_2")
+    error = {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True, "content": "Error"}
+    error_again = dict(error, tool_use_id="toolu_2")
+    answer_text = "I could not refund order 0871."
+    turns = [
+        ([task], [use], (100, 20)),
+        ([task, {"role": "assistant", "content": [use]}, {"role": "user", "content": [error]}], [use_again], (150, 20)),
+        (
+            [
+                task,
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [error]},
+                {"role": "assistant", "content": [use_again]},
+                {"role": "user", "content": [error_again]},
+            ],
+            [{"type": "text", "text": answer_text}],
+            (200, 30),
+        ),
+    ]
+    spans = []
+    for messages, content, (tin, tout) in turns:
+        attrs = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "claude-haiku-4-5",
+            "input.value": json.dumps({"model": "claude-haiku-4-5", "max_tokens": 1024, "messages": messages}),
+            "input.mime_type": "application/json",
+            "output.value": json.dumps(
+                {
+                    "id": "msg",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": content,
+                    "model": "claude-haiku-4-5",
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": tin, "output_tokens": tout},
+                }
+            ),
+            "output.mime_type": "application/json",
+            "llm.token_count.prompt": tin,
+            "llm.token_count.completion": tout,
+        }
+        for i, m in enumerate(messages):  # the flattened form, without is_error
+            attrs[f"llm.input_messages.{i}.message.role"] = m["role"]
+        spans.append(tr.span("Messages", attrs, parent=root))
+    spans.append(tr.span("agent", {"openinference.span.kind": "AGENT"}, span_id=root))
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    run = the_run(user)
+    tool, final = run.steps.order_by("index")
+    assert tool.tool_name == "process_refund" and tool.is_error and tool.result_content == "Error"
+    assert tool.retry_count == 1 and len(tool.attempts) == 2  # the model repeated the failed call
+    assert (tool.input_tokens, final.input_tokens) == (250, 200)
+    assert run.final_answer == answer_text and run.stop_reason == "final_answer"
+    assert run.error_count == 1 and run.retry_count == 1
+    assert run.task == "Refund order 0871."
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+
+def test_a_request_without_an_active_token_is_401(client, sender):
+    user, token, secret = sender
+    body = pb_body(bench_spans(bench_runs(1)[0]))
+    response = post(client, None, body)
+    assert response.status_code == 401 and "Bearer" in response["WWW-Authenticate"]
+    assert "token" in refusal(response)[0]
+    assert post(client, "rlt_not-a-real-token", body).status_code == 401
+    token_revoke(user=user, token_id=token.pk)
+    assert post(client, secret, body).status_code == 401
+    assert not Run.objects.filter(source=Run.Source.OTLP).exists()
+
+
+def test_malformed_bodies_are_400_naming_the_field_and_what_was_expected(client, sender):
+    _, _, secret = sender
+    response = post(client, secret, b"\x0a\xff\xff\xff\xff")
+    assert response.status_code == 400
+    message, _ = refusal(response)
+    assert "ExportTraceServiceRequest in protobuf" in message
+
+    response = post(client, secret, b"{not json", content_type="application/json")
+    assert response.status_code == 400 and "invalid JSON" in refusal(response)[0]
+
+    good = json.loads(json_body(bench_spans(bench_runs(1)[0])))
+    cases = [
+        (("attributes", 0, "value"), {"intValue": "twelve"}, "attributes[0].value.intValue", "an integer"),
+        (("name",), 5, ".name", "a string"),
+        (("traceId",), "xyz", ".traceId", "32 hex digits"),
+        (("startTimeUnixNano",), "yesterday", ".startTimeUnixNano", "an integer"),
+        (("status",), [], ".status", "an object"),
+    ]
+    for where, value, path_end, expected in cases:
+        bad = json.loads(json.dumps(good))
+        node = bad["resourceSpans"][0]["scopeSpans"][0]["spans"][2]
+        for key in where[:-1]:
+            node = node[key]
+        node[where[-1]] = value
+        response = post(client, secret, json.dumps(bad).encode(), content_type="application/json")
+        assert response.status_code == 400
+        message, violations = refusal(response)
+        path = violations[0][0]
+        assert path.startswith("resourceSpans[0].scopeSpans[0].spans[2]") and path.endswith(path_end), path
+        assert f"expected {expected}" in message
+    assert not Run.objects.filter(source=Run.Source.OTLP).exists()  # nothing half-written
+
+    response = post(client, secret, b"hello", content_type="text/plain")
+    assert response.status_code == 415
+    response = client.post(
+        URL, data=b"not gzip", content_type=PB, HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_CONTENT_ENCODING="gzip"
+    )
+    assert response.status_code == 400 and "gzip" in refusal(response)[0]
+
+
+def test_an_oversized_body_is_413_naming_the_limit(client, sender, settings):
+    _, _, secret = sender
+    settings.RLT_OTLP_MAX_BYTES = 2000
+    body = pb_body(bench_spans(bench_runs(1)[0]))
+    assert len(body) > 2000
+    response = post(client, secret, body)
+    assert response.status_code == 413
+    assert "2000 bytes" in refusal(response)[0] and "RLT_OTLP_MAX_BYTES" in refusal(response)[0]
+    # a small gzip body that inflates past the limit
+    response = post(client, secret, b"\x00" * 50_000, gzipped=True)
+    assert response.status_code == 413 and "decompressed" in refusal(response)[0]
+    assert not Run.objects.filter(source=Run.Source.OTLP).exists()
+
+
+def test_spans_with_invalid_ids_are_refused_alone_with_partial_success(client, sender):
+    user, _, secret = sender
+    runs = bench_runs(2)
+    good = json.loads(json_body(bench_spans(runs[0])))
+    spans = good["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.append(dict(spans[1], traceId="0" * 32))
+    response = post(client, secret, json.dumps(good).encode(), content_type="application/json")
+    assert response.status_code == 200
+    partial = json.loads(response.content)["partialSuccess"]
+    assert partial["rejectedSpans"] == "1" and "all zeros" in partial["errorMessage"]
+    assert recorded(the_run(user)) == expected(runs[0])
+
+
+def test_a_trace_the_recorder_refuses_is_rejected_alone(client, sender):
+    user, _, secret = sender
+    runs = bench_runs(2)
+    tr = Tracer()
+    bad = tr.span(
+        "llm",
+        {
+            "openinference.span.kind": "LLM",
+            "input.value": json.dumps(
+                {
+                    "messages": [
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}
+                    ]
+                }
+            ),
+            "input.mime_type": "application/json",
+        },
+    )
+    response = post(client, secret, pb_body([*bench_spans(runs[0]), bad]))
+    partial = answer(response).partial_success
+    assert response.status_code == 200 and partial.rejected_spans == 1
+    assert "matches no tool_use" in partial.error_message
+    assert Run.objects.filter(owner=user).count() == 1
+
+
+def test_text_from_a_trace_is_escaped_on_the_pages(client, sender, admin_client):
+    user, _, secret = sender
+    tr = Tracer(resource={"service.name": "<b>svc</b>", "rlt.scenario": "<script>alert(1)</script>"})
+    spans = [
+        tr.span(
+            "<img src=x onerror=alert(2)>",
+            {
+                "openinference.span.kind": "TOOL",
+                "tool.name": "<i>tool</i>",
+                "output.value": "<script>alert(3)</script>",
+            },
+            parent=9,
+        ),
+        tr.span("root", {"openinference.span.kind": "AGENT", "output.value": "<script>alert(4)</script>"}, span_id=9),
+    ]
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    run = the_run(user)
+    for url in (reverse("tracer:run", args=[run.pk]), reverse("tracer:runs")):
+        html = admin_client.get(url).content.decode()
+        assert "<script>alert" not in html and "<i>tool</i>" not in html and "<b>svc</b>" not in html
+
+
+# --- export --------------------------------------------------------------------------------------
+
+
+def test_a_run_exported_as_otlp_and_sent_back_gives_the_same_steps(client, sender, admin_client):
+    from tracer.execution import run_execute
+    from tracer.experiments import run_create
+
+    user, _, secret = sender
+    for scenario, policy in (
+        ("refund-too-old", "starter"),
+        ("lookup-flaky", "structured"),
+        ("refund-too-old", "structured"),
+    ):
+        original = run_create(scenario=scenario, policy=PolicyVariant.objects.get(name=policy))
+        run_execute(run_id=original.pk)
+        original.refresh_from_db()
+        assert original.status == Run.Status.FINISHED and original.step_count
+        download = admin_client.get(reverse("tracer:run-otlp", args=[original.pk]))
+        assert download.status_code == 200 and "attachment" in download["Content-Disposition"]
+        response = post(client, secret, download.content, content_type="application/json")
+        assert response.status_code == 200 and json.loads(response.content) == {}
+        back = Run.objects.get(source=Run.Source.OTLP, owner=user, scenario=scenario, policy_name=policy)
+        assert steps_of(back) == steps_of(original)
+        for field in (
+            "stop_reason",
+            "final_answer",
+            "verdict",
+            "guard",
+            "step_count",
+            "error_count",
+            "retry_count",
+            "wasted_retry_count",
+            "input_tokens",
+            "output_tokens",
+            "model_name",
+            "task",
+        ):
+            assert getattr(back, field) == getattr(original, field), field
+        # and the imported run exports as the same trace
+        again = admin_client.get(reverse("tracer:run-otlp", args=[back.pk])).json()
+        assert again["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] == back.external_id
+    assert Run.objects.filter(source=Run.Source.OTLP).aggregate(n=Sum("step_count"))["n"] > 3
+
+
+# --- a real client: the anthropic SDK, OpenInference's instrumentation, the OTLP/HTTP exporter ------------
+
+
+class ScriptedModel:
+    """The Messages API for the acceptance test, as an httpx2 transport (as agents/llm/simulated.py
+    plugs in): looks the order up, tries the refund, repeats it once after the refusal, then answers."""
+
+    TURNS = [
+        [{"type": "tool_use", "id": "toolu_01", "name": "lookup_order", "input": {"order_id": "0871"}}],
+        [
+            {"type": "text", "text": "The order exists; refunding it."},
+            {"type": "tool_use", "id": "toolu_02", "name": "process_refund", "input": {"order_id": "0871"}},
+        ],
+        [{"type": "tool_use", "id": "toolu_03", "name": "process_refund", "input": {"order_id": "0871"}}],
+        [{"type": "text", "text": "I can't refund order 0871: refunds close after 30 days and it is 239 days old."}],
+    ]
+
+    def __init__(self) -> None:
+        import httpx2
+
+        self.httpx2 = httpx2
+        self.turn = 0
+
+    def transport(self):
+        model = self
+
+        class Transport(self.httpx2.BaseTransport):
+            def handle_request(self, request):
+                content = model.TURNS[model.turn]
+                model.turn += 1
+                body = {
+                    "id": f"msg_{model.turn:02d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-haiku-4-5",
+                    "content": content,
+                    "stop_reason": "tool_use" if content[-1]["type"] == "tool_use" else "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 100 * model.turn, "output_tokens": 10 * model.turn},
+                }
+                return model.httpx2.Response(200, json=body)
+
+        return Transport()
+
+
+def refund_tools(name: str, args: dict) -> tuple[bool, str]:
+    if name == "lookup_order":
+        return True, json.dumps({"order_id": args["order_id"], "age_days": 239})
+    refusal_ = {
+        "isError": True,
+        "errorCategory": "business",
+        "isRetryable": False,
+        "message": "Refunds close after 30 days.",
+    }
+    return False, json.dumps(refusal_)
+
+
+def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(live_server, django_user_model):
+    import anthropic
+    import httpx2
+    from openinference.instrumentation.anthropic import AnthropicInstrumentor
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    user = django_user_model.objects.create_user(username="refund-team")
+    _, secret = token_create(user=user, name="refund agent")
+    resource = Resource({"service.name": "refund-agent", "rlt.scenario": "refund-too-old", "rlt.policy": "my-harness"})
+    provider = TracerProvider(resource=resource)
+    exporter = OTLPSpanExporter(endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Bearer {secret}"})
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    seen_live = []
+    try:
+        model = ScriptedModel()
+        client = anthropic.Anthropic(
+            api_key="sk-test", http_client=httpx2.Client(transport=model.transport()), max_retries=0
+        )
+        task = "Please refund order 0871."
+        tools = [
+            {
+                "name": n,
+                "description": n,
+                "input_schema": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+            }
+            for n in ("lookup_order", "process_refund")
+        ]
+        tracer = provider.get_tracer("refund-agent")
+        with tracer.start_as_current_span("refund-agent", attributes={"openinference.span.kind": "AGENT"}) as root:
+            root.set_attribute("input.value", task)
+            messages = [{"role": "user", "content": task}]
+            while True:
+                response = client.messages.create(
+                    model="claude-haiku-4-5", max_tokens=1024, tools=tools, messages=messages
+                )
+                run = Run.objects.filter(source=Run.Source.OTLP, owner=user).first()
+                if run is not None:
+                    seen_live.append((run.status, run.step_count))
+                messages.append({"role": "assistant", "content": [b.model_dump() for b in response.content]})
+                uses = [b for b in response.content if b.type == "tool_use"]
+                if not uses:
+                    break
+                results = []
+                for use in uses:
+                    ok, content = refund_tools(use.name, use.input)
+                    results.append(
+                        {"type": "tool_result", "tool_use_id": use.id, "content": content, "is_error": not ok}
+                    )
+                messages.append({"role": "user", "content": results})
+            root.set_attribute("output.value", response.content[0].text)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+    # while the agent ran, its run was there and growing, before the root span ended
+    assert seen_live and all(status == Run.Status.RUNNING for status, _ in seen_live)
+    assert seen_live[-1][1] >= 2
+    run = Run.objects.get(source=Run.Source.OTLP, owner=user)
+    lookup, refund, final = run.steps.order_by("index")
+    assert (lookup.tool_name, lookup.tool_use_id, lookup.is_error) == ("lookup_order", "toolu_01", False)
+    assert (refund.tool_name, refund.is_error, refund.category, refund.retryable) == (
+        "process_refund",
+        True,
+        "business",
+        False,
+    )
+    assert refund.retry_count == 1 and refund.text == "The order exists; refunding it."
+    assert final.kind == Step.Kind.FINAL_ANSWER
+    assert run.status == Run.Status.FINISHED and run.stop_reason == "final_answer"
+    assert run.final_answer.startswith("I can't refund order 0871")
+    assert (run.scenario, run.policy_name, run.source_detail, run.task) == (
+        "refund-too-old",
+        "my-harness",
+        "refund-agent",
+        task,
+    )
+    assert (run.error_count, run.retry_count, run.wasted_retry_count) == (1, 1, 1)
+    assert (run.input_tokens, run.output_tokens) == (100 + 200 + 300 + 400, 10 + 20 + 30 + 40)
+    assert run.model_name == "claude-haiku-4-5" and run.verdict == ""

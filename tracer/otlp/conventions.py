@@ -1,0 +1,588 @@
+"""The spans of one trace, read as one run: its steps, how it ended and its labels. No database.
+
+Two conventions are read, span by span, whichever a span carries:
+
+- OpenInference: ``openinference.span.kind`` (AGENT, CHAIN, LLM, TOOL), ``input.value`` and
+  ``output.value``, ``tool.name``, ``llm.output_messages.0.message.*`` (text and ``tool_calls``),
+  ``llm.token_count.prompt`` / ``completion``, ``llm.model_name``, ``metadata`` (JSON).
+- OpenTelemetry GenAI: ``gen_ai.operation.name`` (``chat``, ``execute_tool``, ``invoke_agent``),
+  ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` / ``.result``,
+  ``gen_ai.output.messages``, ``gen_ai.usage.input_tokens`` / ``output_tokens``, ``error.type``.
+
+A trace with tool spans (TOOL, ``execute_tool``) has one step per tool call: spans that share a
+``gen_ai.tool.call.id`` are the attempts of one call (the harness retried it). A failed tool span
+(status ERROR, ``error.type`` or an ``exception`` event) is a step with ``is_error``. A trace with
+LLM spans only (an agent whose tools are not instrumented) has its steps in the conversation: the
+last Messages API request and response (``input.value`` and ``output.value``, which keep each
+tool_result's ``is_error``, unlike ``llm.input_messages``) are read as a transcript by
+``tracer.ingest``, tool_use to tool_result by ``tool_use_id``.
+
+Labels (``rlt.scenario``, ``rlt.policy``, ``rlt.verdict``, ``rlt.verdict.reason``,
+``rlt.stop_reason``, ``rlt.error.category``, ``rlt.error.retryable``) are read from the span, then
+the root span, then the resource; docs/otlp.md lists every name and its fallbacks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agents.events import Attempt, StepEvent
+from agents.vocabulary import ErrorCategory, StepKind, StopReason
+
+from ..ingest import FORMAT, RunDocument, RunMeta, document_validate, transcript_to_document
+from .wire import STATUS_ERROR, Span
+
+LLM = "LLM"
+TOOL = "TOOL"
+AGENT = "AGENT"
+OTHER = "OTHER"
+
+GENAI_KINDS = {
+    "chat": LLM,
+    "text_completion": LLM,
+    "generate_content": LLM,
+    "execute_tool": TOOL,
+    "invoke_agent": AGENT,
+    "create_agent": AGENT,
+}
+CATEGORIES = {c.value for c in ErrorCategory}
+STOP_REASONS = {r.value for r in StopReason}
+
+
+def span_kind(span: Span) -> str:
+    """LLM, TOOL, AGENT or OTHER, by OpenInference's span kind or GenAI's operation name."""
+    attrs = span.attributes
+    kind = attrs.get("openinference.span.kind")
+    if isinstance(kind, str) and kind.upper() in (LLM, TOOL, AGENT):
+        return kind.upper()
+    op = attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op in GENAI_KINDS:
+        return GENAI_KINDS[op]
+    if isinstance(kind, str):
+        return OTHER
+    if "gen_ai.tool.name" in attrs or "tool.name" in attrs:
+        return TOOL
+    return OTHER
+
+
+def _json(value: Any) -> Any:
+    """A JSON string's value, or the value itself when it is not JSON."""
+    if isinstance(value, str) and value[:1] in ("{", "[", '"'):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _encoding_of(mime_type: Any) -> str | None:
+    if mime_type == "application/json":
+        return "json"
+    if mime_type == "text/plain":
+        return "text"
+    return None
+
+
+def _decoded(value: Any, encoding: str | None) -> Any:
+    """A value as sent: JSON when the sender says so (``*.mime_type``, ``rlt.result.encoding``), text
+    when it says text, and when it says nothing, JSON if it reads as a JSON object, array or string."""
+    if encoding == "text" or not isinstance(value, str):
+        return value
+    if encoding == "json":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return _json(value)
+
+
+def _metadata(span: Span) -> dict[str, Any]:
+    meta = _json(span.attributes.get("metadata"))
+    return meta if isinstance(meta, dict) else {}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+@dataclass
+class LlmCall:
+    start_ns: int
+    end_ns: int
+    failed: bool
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    request: dict[str, Any] | None = None  # a Messages API request, from input.value
+    response: dict[str, Any] | None = None  # its response, from output.value
+    tokens_used: bool = False  # already counted in a step
+
+
+@dataclass
+class ToolCall:
+    start_ns: int
+    end_ns: int
+    name: str
+    call_id: str
+    input: Any
+    result: Any
+    is_error: bool
+    message: str
+    category: str | None
+    retryable: bool | None
+    content: Any = None  # what the tool itself produced (rlt.attempt.content), when it differs from result
+    empty: bool = False  # ok, but nothing found (rlt.attempt.empty)
+
+
+def _llm_call(span: Span) -> LlmCall:
+    a = span.attributes
+    call = LlmCall(start_ns=span.start_ns, end_ns=span.end_ns, failed=span.status_code == STATUS_ERROR)
+    call.model = _text(a.get("llm.model_name") or a.get("gen_ai.response.model") or a.get("gen_ai.request.model"))
+    call.input_tokens = _int(a.get("llm.token_count.prompt", a.get("gen_ai.usage.input_tokens")))
+    call.output_tokens = _int(a.get("llm.token_count.completion", a.get("gen_ai.usage.output_tokens")))
+    request = _json(a.get("input.value"))
+    if isinstance(request, dict) and isinstance(request.get("messages"), list):
+        call.request = request
+    response = _json(a.get("output.value"))
+    if isinstance(response, dict) and isinstance(response.get("content"), list) and response.get("role"):
+        call.response = response
+    # OpenInference: the first output message, its text and tool calls
+    prefix = "llm.output_messages.0.message."
+    texts = []
+    if isinstance(a.get(prefix + "content"), str):
+        texts.append(a[prefix + "content"])
+    j = 0
+    while f"{prefix}contents.{j}.message_content.type" in a or f"{prefix}contents.{j}.message_content.text" in a:
+        if a.get(f"{prefix}contents.{j}.message_content.type", "text") == "text":
+            texts.append(_text(a.get(f"{prefix}contents.{j}.message_content.text")))
+        j += 1
+    k = 0
+    while f"{prefix}tool_calls.{k}.tool_call.function.name" in a:
+        tc = f"{prefix}tool_calls.{k}.tool_call."
+        call.tool_calls.append(
+            {
+                "id": _text(a.get(tc + "id")),
+                "name": _text(a.get(tc + "function.name")),
+                "arguments": _json(a.get(tc + "function.arguments")),
+            }
+        )
+        k += 1
+    # GenAI: gen_ai.output.messages (JSON), parts of type text and tool_call
+    messages = _json(a.get("gen_ai.output.messages"))
+    if not texts and not call.tool_calls and isinstance(messages, list):
+        for message in messages[:1]:
+            for part in message.get("parts") or [] if isinstance(message, dict) else []:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "text":
+                    texts.append(_text(part.get("content")))
+                elif part.get("type") == "tool_call":
+                    call.tool_calls.append(
+                        {
+                            "id": _text(part.get("id")),
+                            "name": _text(part.get("name")),
+                            "arguments": _json(part.get("arguments")),
+                        }
+                    )
+    # The Messages API response itself, when neither convention listed its blocks
+    if not texts and not call.tool_calls and call.response is not None:
+        for block in call.response["content"]:
+            if isinstance(block, dict) and block.get("type") == "text":
+                texts.append(_text(block.get("text")))
+            elif isinstance(block, dict) and block.get("type") == "tool_use":
+                call.tool_calls.append(
+                    {"id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")}
+                )
+    call.text = "\n".join(t for t in texts if t)
+    return call
+
+
+def _error_message(span: Span) -> str:
+    for event in span.events:
+        if event.get("name") == "exception":
+            message = event["attributes"].get("exception.message")
+            if message:
+                return _text(message)
+    return span.status_message or _text(span.attributes.get("error.type"))
+
+
+def _tool_call(span: Span, labels: Labels) -> ToolCall:
+    a = span.attributes
+    name = a.get("gen_ai.tool.name") or a.get("tool.name")
+    if not name:
+        name = span.name.removeprefix("execute_tool ").strip() or span.name
+    if "gen_ai.tool.call.arguments" in a:
+        args = _json(a["gen_ai.tool.call.arguments"])
+    else:
+        args = _decoded(a.get("input.value"), _encoding_of(a.get("input.mime_type")))
+    if args is not None and not isinstance(args, dict):
+        args = {"input": args}
+    if "gen_ai.tool.call.result" in a:
+        result = _decoded(a["gen_ai.tool.call.result"], a.get("rlt.result.encoding"))
+    else:
+        result = _decoded(a.get("output.value"), _encoding_of(a.get("output.mime_type")))
+    failed = (
+        span.status_code == STATUS_ERROR
+        or bool(a.get("error.type"))
+        or any(e.get("name") == "exception" for e in span.events)
+    )
+    # a structured error (lesson 002): isError, errorCategory, isRetryable, at the top or under "error"
+    structured: dict[str, Any] = {}
+    if isinstance(result, dict):
+        structured = result.get("error") if isinstance(result.get("error"), dict) else result
+        if result.get("isError") is True or structured.get("isError") is True:
+            failed = True
+    category = labels.first(span, "rlt.error.category") or _metadata(span).get("error_category")
+    if category not in CATEGORIES:
+        category = structured.get("errorCategory") if structured.get("errorCategory") in CATEGORIES else None
+    retryable = _bool(labels.first(span, "rlt.error.retryable"))
+    if retryable is None:
+        retryable = _bool(structured.get("isRetryable"))
+    message = _error_message(span) if failed else ""
+    if failed and result is None:
+        result = message or "Error"
+    return ToolCall(
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        name=_text(name)[:100],
+        call_id=_text(a.get("gen_ai.tool.call.id") or a.get("tool_call.id"))[:100],
+        input=args,
+        result=result,
+        is_error=failed,
+        message=message,
+        category=category if failed else None,
+        retryable=retryable if failed else None,
+        content=_decoded(a["rlt.attempt.content"], "json") if "rlt.attempt.content" in a else result,
+        empty=_bool(a.get("rlt.attempt.empty")) or False,
+    )
+
+
+class Labels:
+    """``rlt.*`` and friends, looked up on a span, then the root span, then the resource."""
+
+    def __init__(self, spans: list[Span], root: Span | None) -> None:
+        self.root = root
+        self.resource = (root or spans[0]).resource if spans else {}
+        self.root_meta = _metadata(root) if root else {}
+
+    def first(self, span: Span | None, key: str) -> Any:
+        for source in (span.attributes if span else None, self.root.attributes if self.root else None, self.resource):
+            if source and source.get(key) not in (None, ""):
+                return source[key]
+        return None
+
+    def run_label(self, key: str, meta_key: str) -> str:
+        value = self.first(None, key)
+        if value in (None, ""):
+            value = self.root_meta.get(meta_key)
+        return _text(value) if value not in (None, "") else ""
+
+
+@dataclass
+class TraceReading:
+    """What a trace says about its run so far: a run document (``tracer.ingest``'s format), whose
+    status is ``finished`` once the root span is in and ``running`` until then."""
+
+    complete: bool  # the root span has arrived
+    document: RunDocument
+
+
+def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
+    """The run that ``spans`` (one trace's, in any order) describe. ``IngestError`` when what they
+    say cannot be recorded (e.g. a conversation whose tool_result matches no tool_use)."""
+    spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns, s.span_id))
+    roots = [s for s in spans if not s.parent_span_id]
+    root = roots[0] if roots else None
+    labels = Labels(spans, root)
+    llm_calls: list[LlmCall] = []
+    tools: list[ToolCall] = []
+    for span in spans:
+        kind = span_kind(span)
+        if kind == LLM:
+            llm_calls.append(_llm_call(span))
+        elif kind == TOOL:
+            tools.append(_tool_call(span, labels))
+    complete = root is not None
+    service = _text(labels.resource.get("service.name"))
+    meta: dict[str, Any] = {
+        "external_id": trace_id,
+        "scenario": labels.run_label("rlt.scenario", "scenario")[:100],
+        "policy": (labels.run_label("rlt.policy", "policy") or service)[:40],
+        "source": service[:200],
+        "model": next((c.model for c in reversed(llm_calls) if c.model), "")[:100],
+        "task": _task(root, llm_calls),
+        "status": "finished" if complete else "running",
+        "labels": _labels(labels),
+    }
+    started = root.start_ns if root is not None else (spans[0].start_ns if spans else 0)
+    if started:
+        meta["started_at"] = _when(started)
+    verdict = _text(labels.first(None, "rlt.verdict")).lower()
+    if verdict in ("pass", "fail"):
+        meta["verdict"] = verdict
+        meta["verdict_reason"] = _text(labels.first(None, "rlt.verdict.reason"))
+
+    transcript = None
+    if tools:
+        steps, final = _steps_from_tool_spans(tools, llm_calls)
+    elif llm_calls:
+        transcript = _transcript(llm_calls, complete=complete)
+        steps, final = ([], None) if transcript is None else (None, None)
+        if transcript is None:  # no Messages API request to read: the model's last words, if any
+            last = llm_calls[-1]
+            if not last.failed and not last.tool_calls and last.text:
+                final = last.text
+                steps = [
+                    StepEvent(
+                        index=1,
+                        kind=StepKind.FINAL_ANSWER,
+                        text=final,
+                        input_tokens=last.input_tokens,
+                        output_tokens=last.output_tokens,
+                    )
+                ]
+    else:
+        steps, final = [], None
+    if steps is not None and final is None and root is not None and root.status_code != STATUS_ERROR:
+        answer = _decoded(root.attributes.get("output.value"), _encoding_of(root.attributes.get("output.mime_type")))
+        stop = labels.run_label("rlt.stop_reason", "stop_reason")
+        if span_kind(root) == AGENT and answer not in (None, "") and stop in ("", StopReason.FINAL_ANSWER):
+            final = _text(answer)
+            steps.append(StepEvent(index=len(steps) + 1, kind=StepKind.FINAL_ANSWER, text=final))
+
+    if transcript is not None:
+        document = transcript_to_document(transcript=transcript, meta=RunMeta(**_present(meta)))
+        answers = [s for s in document.steps if s.kind == StepKind.FINAL_ANSWER]
+        final = answers[-1].text if answers else None
+        end = _end(root, labels, final) if complete else {}
+        document = document.model_copy(update={"run": document.run.model_copy(update=_parsed_end(end))})
+    else:
+        if complete:
+            meta.update(_end(root, labels, final))
+        document = document_validate({"format": FORMAT, "run": _present(meta), "steps": [s.to_dict() for s in steps]})
+    return TraceReading(complete=complete, document=document)
+
+
+def _when(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def _present(meta: dict[str, Any]) -> dict[str, Any]:
+    """The fields a trace said something about (a document's unset fields take its defaults)."""
+    return {k: v for k, v in meta.items() if v not in ("", None)}
+
+
+def _parsed_end(end: dict[str, Any]) -> dict[str, Any]:
+    return RunMeta(**end).model_dump(include=set(end)) if end else {}
+
+
+def _labels(labels: Labels) -> dict[str, Any]:
+    """The sender's ``rlt.*`` attributes (root span, then resource) and its service, kept on the run."""
+    out: dict[str, Any] = {}
+    for source in (labels.resource, labels.root.attributes if labels.root else {}):
+        for key, value in source.items():
+            if (key.startswith("rlt.") or key == "service.name") and isinstance(value, (str, int, float, bool)):
+                out[key[:100]] = value if not isinstance(value, str) else value[:1000]
+    return out
+
+
+def _transcript(calls: list[LlmCall], *, complete: bool) -> dict[str, Any] | None:
+    """The conversation of an LLM-only trace: the last Messages API request and, once the trace is
+    complete or when it asked for no tool, its response. Earlier assistant turns get the token
+    counts of the LLM spans that produced them, in order."""
+    asked = [c for c in calls if c.request is not None]
+    if not asked:
+        return None
+    last = max(asked, key=lambda c: (len(c.request["messages"]), c.start_ns))
+    messages = [dict(m) if isinstance(m, dict) else m for m in last.request["messages"]]
+    turns = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
+    earlier = [c for c in calls if c is not last and not c.failed and c.start_ns <= last.start_ns]
+    if len(earlier) == len(turns):
+        for i, call in zip(turns, earlier, strict=True):
+            messages[i].setdefault("usage", {"input_tokens": call.input_tokens, "output_tokens": call.output_tokens})
+    response = last.response
+    if response is not None and (complete or not last.tool_calls):
+        usage = response.get("usage") or {"input_tokens": last.input_tokens, "output_tokens": last.output_tokens}
+        messages.append({"role": "assistant", "content": response["content"], "usage": usage})
+    transcript = {"messages": messages}
+    for key in ("model", "system", "tools"):
+        if last.request.get(key) is not None:
+            transcript[key] = last.request[key]
+    return transcript
+
+
+def _task(root: Span | None, llm_calls: list[LlmCall]) -> str:
+    if root is not None:
+        task = _json(root.attributes.get("input.value"))
+        if isinstance(task, str) and task:
+            return task
+        messages = _json(root.attributes.get("gen_ai.input.messages"))
+        for message in messages if isinstance(messages, list) else []:
+            if isinstance(message, dict) and message.get("role") == "user":
+                texts = [_text(p.get("content")) for p in message.get("parts") or [] if isinstance(p, dict)]
+                if any(texts):
+                    return "\n".join(t for t in texts if t)
+        if isinstance(task, dict):
+            for key in ("task", "input", "query", "question", "prompt"):
+                if isinstance(task.get(key), str):
+                    return task[key]
+    for call in llm_calls:
+        for message in (call.request or {}).get("messages", []):
+            if isinstance(message, dict) and message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list):
+                    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+                    if texts:
+                        return "\n".join(texts)
+        break
+    return ""
+
+
+def _end(root: Span, labels: Labels, final: str | None) -> dict[str, Any]:
+    """How the run ended: ``rlt.stop_reason`` (or the root's ``metadata.stop_reason``), a stop reason
+    as the root's ERROR status, ``final_answer`` when there is one, else ``crashed``."""
+    end: dict[str, Any] = {"finished_at": _when(root.end_ns or root.start_ns)}
+    guard = _text(labels.first(None, "rlt.guard"))[:200]
+    if guard:
+        end["guard"] = guard
+    named = labels.run_label("rlt.stop_reason", "stop_reason")
+    if named in STOP_REASONS:
+        end["stop_reason"] = named
+        if named in (StopReason.CRASHED, StopReason.FATAL_ERROR) and root.status_message not in ("", named):
+            end["error"] = root.status_message
+    elif root.status_code == STATUS_ERROR and root.status_message in STOP_REASONS:
+        end["stop_reason"] = root.status_message
+    elif final is not None:
+        end["stop_reason"] = StopReason.FINAL_ANSWER
+    else:
+        end["stop_reason"] = StopReason.CRASHED
+        message = _error_message(root) if root.status_code == STATUS_ERROR else ""
+        end["error"] = message or "the trace ended without a final answer and named no stop reason (rlt.stop_reason)"
+    if final is not None and end["stop_reason"] == StopReason.FINAL_ANSWER:
+        end["final_answer"] = final
+    return end
+
+
+def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> tuple[list[StepEvent], str | None]:
+    """One step per tool call (spans sharing a call id are its attempts), then the final answer."""
+    groups: list[list[ToolCall]] = []
+    by_id: dict[str, list[ToolCall]] = {}
+    for tool in tools:
+        if tool.call_id and tool.call_id in by_id:
+            by_id[tool.call_id].append(tool)
+            continue
+        group = [tool]
+        groups.append(group)
+        if tool.call_id:
+            by_id[tool.call_id] = group
+    calls = sorted(llm_calls, key=lambda c: c.start_ns)
+    steps: list[StepEvent] = []
+    taken: set[tuple[int, int]] = set()  # (llm call, tool call) pairs already matched to a step
+
+    def tokens_before(start_ns: int) -> tuple[int, int]:
+        """Tokens of the LLM calls that ended before ``start_ns`` and are not counted yet."""
+        tokens_in = tokens_out = 0
+        for c in calls:
+            if not c.tokens_used and c.end_ns <= start_ns:
+                tokens_in += c.input_tokens
+                tokens_out += c.output_tokens
+                c.tokens_used = True
+        return tokens_in, tokens_out
+
+    for group in groups:
+        first, last = group[0], group[-1]
+        asking = [i for i, c in enumerate(calls) if not c.failed and c.end_ns <= first.start_ns]
+        llm_index = asking[-1] if asking else None
+        call_id, text = first.call_id, None
+        if llm_index is not None:
+            text = calls[llm_index].text or None
+            if not call_id:
+                for k, tc in enumerate(calls[llm_index].tool_calls):
+                    if tc["name"] == first.name and (llm_index, k) not in taken:
+                        taken.add((llm_index, k))
+                        call_id = tc["id"]
+                        break
+        attempts = []
+        previous_end = None
+        for n, t in enumerate(group, start=1):
+            attempts.append(
+                Attempt(
+                    number=n,
+                    ok=not t.is_error,
+                    content=t.content,
+                    category=t.category,
+                    retryable=t.retryable,
+                    message=t.message or None,
+                    backoff_s=round(max(0, t.start_ns - previous_end) / 1e9, 9) if previous_end is not None else 0.0,
+                    latency_ms=round(max(0, t.end_ns - t.start_ns) / 1e6, 6),
+                    empty=t.empty,
+                    result_content=t.result,
+                )
+            )
+            previous_end = t.end_ns
+        tokens_in, tokens_out = tokens_before(first.start_ns)
+        steps.append(
+            StepEvent(
+                index=len(steps) + 1,
+                kind=StepKind.TOOL_USE,
+                tool_name=first.name,
+                tool_use_id=call_id or None,
+                input=first.input,
+                attempts=attempts,
+                result_content=last.result,
+                is_error=last.is_error,
+                category=last.category,
+                retryable=last.retryable,
+                retry_count=len(group) - 1,
+                latency_ms=round(sum(a.latency_ms + a.backoff_s * 1000 for a in attempts), 3),
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                text=text,
+            )
+        )
+    final = None
+    last_tool_start = max((t.start_ns for t in tools), default=0)
+    answers = [c for c in calls if not c.failed and not c.tool_calls and c.text and c.start_ns >= last_tool_start]
+    if answers:
+        answer = answers[-1]
+        tokens_in, tokens_out = tokens_before(answer.end_ns)
+        final = answer.text
+        steps.append(
+            StepEvent(
+                index=len(steps) + 1,
+                kind=StepKind.FINAL_ANSWER,
+                text=final,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+            )
+        )
+    elif steps:
+        # tokens of model calls after the last step (e.g. one that asked for a call the run never made)
+        tokens_in, tokens_out = tokens_before(max(c.end_ns for c in calls) if calls else 0)
+        steps[-1].input_tokens += tokens_in
+        steps[-1].output_tokens += tokens_out
+    return steps, final

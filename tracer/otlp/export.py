@@ -1,0 +1,230 @@
+"""A recorded run as OTLP JSON with OpenTelemetry GenAI attributes, for Phoenix, Langfuse or ``/v1/traces``.
+
+One trace per run: an ``invoke_agent`` root span with the run's labels (``rlt.scenario``,
+``rlt.policy``, ``rlt.stop_reason``, ``rlt.verdict`` …); per step a ``chat`` span (the model turn
+that asked for it: ``gen_ai.usage.*``, ``gen_ai.output.messages``) and one ``execute_tool`` span per
+attempt (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` /
+``.result``, ``error.type`` and status ERROR when it failed); the final answer is a last ``chat``
+span. Steps keep no wall-clock times, so spans are laid end to end from the run's start with each
+attempt's own latency and backoff. What GenAI has no name for travels as ``rlt.*`` attributes, so
+this receiver reads back the same steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..models import Run, Step
+from .wire import STATUS_ERROR, STATUS_OK
+
+SCOPE = "repair-loop-tracer"
+SERVICE = "repair-loop-tracer"
+CHAT_NS = 1_000  # a model turn's span: steps keep no model latency
+
+
+def _hex(seed: str, digits: int) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:digits]
+
+
+def trace_id_of(run: Run) -> str:
+    """The run's trace id: the one it arrived with, else one derived from its id (stable across exports)."""
+    external = (run.external_id or "").lower()
+    if run.source == Run.Source.OTLP and len(external) == 32 and all(c in "0123456789abcdef" for c in external):
+        return external
+    return _hex(f"rlt-run:{run.pk}", 32)
+
+
+def _value(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, (list, tuple)):
+        return {"arrayValue": {"values": [_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _value(v)} for k, v in attrs.items() if v is not None and v != ""]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _result(value: Any) -> tuple[str, str]:
+    """A tool result as an attribute: text as it is, anything else as JSON (``rlt.result.encoding``)."""
+    if isinstance(value, str):
+        return value, "text"
+    return _dumps(value), "json"
+
+
+class _Spans:
+    def __init__(self, trace_id: str) -> None:
+        self.trace_id = trace_id
+        self.spans: list[dict[str, Any]] = []
+        self.count = 0
+
+    def add(
+        self, *, name: str, parent: str, start: int, end: int, attrs: dict[str, Any], error: str | None = None
+    ) -> str:
+        self.count += 1
+        span_id = _hex(f"{self.trace_id}:{self.count}", 16)
+        status = {"code": STATUS_ERROR, "message": error} if error is not None else {"code": STATUS_OK}
+        self.spans.append(
+            {
+                "traceId": self.trace_id,
+                "spanId": span_id,
+                "parentSpanId": parent,
+                "name": name,
+                "kind": 1,  # SPAN_KIND_INTERNAL
+                "startTimeUnixNano": str(start),
+                "endTimeUnixNano": str(end),
+                "attributes": _attributes(attrs),
+                "status": status,
+            }
+        )
+        return span_id
+
+
+def _chat_attrs(run: Run, step: Step, parts: list[dict[str, Any]], finish: str) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": run.model_name,
+        "gen_ai.usage.input_tokens": step.input_tokens,
+        "gen_ai.usage.output_tokens": step.output_tokens,
+        "gen_ai.output.messages": _dumps([{"role": "assistant", "parts": parts, "finish_reason": finish}]),
+    }
+
+
+def run_otlp_export(*, run: Run) -> dict[str, Any]:
+    """``run`` and its steps as an OTLP JSON ``ExportTraceServiceRequest``."""
+    trace_id = trace_id_of(run)
+    spans = _Spans(trace_id)
+    start_ns = int((run.started_at or run.created_at).timestamp() * 1e9)
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    root_id = _hex(f"{trace_id}:root", 16)
+    t = start_ns
+    for step in steps:
+        chat_end = t + CHAT_NS
+        if step.kind == Step.Kind.FINAL_ANSWER:
+            parts = [{"type": "text", "content": step.text}]
+            spans.add(
+                name=f"chat {run.model_name}".strip(),
+                parent=root_id,
+                start=t,
+                end=chat_end,
+                attrs=_chat_attrs(run, step, parts, "end_turn"),
+            )
+            t = chat_end
+            continue
+        parts = ([{"type": "text", "content": step.text}] if step.text else []) + [
+            {"type": "tool_call", "id": step.tool_use_id, "name": step.tool_name, "arguments": step.input}
+        ]
+        spans.add(
+            name=f"chat {run.model_name}".strip(),
+            parent=root_id,
+            start=t,
+            end=chat_end,
+            attrs=_chat_attrs(run, step, parts, "tool_use"),
+        )
+        t = chat_end
+        call_id = step.tool_use_id or (f"rlt-step-{step.index}" if len(step.attempts or []) > 1 else "")
+        attempts = step.attempts or [
+            {
+                "number": 1,
+                "ok": not step.is_error,
+                "content": step.result_content,
+                "result_content": step.result_content,
+                "category": step.category or None,
+                "retryable": step.retryable,
+                "message": None,
+                "backoff_s": 0.0,
+                "latency_ms": step.latency_ms,
+                "empty": False,
+            }
+        ]
+        for attempt in attempts:
+            t += round((attempt.get("backoff_s") or 0) * 1e9)
+            end = t + round((attempt.get("latency_ms") or 0) * 1e6)
+            shown = attempt.get("result_content")
+            if shown is None:
+                shown = attempt.get("content")
+            result, encoding = _result(shown)
+            failed = not attempt.get("ok", True)
+            attrs = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": step.tool_name,
+                "gen_ai.tool.type": "function",
+                "gen_ai.tool.call.id": call_id,
+                "gen_ai.tool.call.arguments": _dumps(step.input),
+                "gen_ai.tool.call.result": result,
+                "rlt.result.encoding": encoding,
+                "rlt.attempt.content": _dumps(attempt.get("content")),
+                "rlt.attempt.empty": bool(attempt.get("empty")),
+            }
+            if failed:
+                attrs["error.type"] = attempt.get("category") or "tool_error"
+                attrs["rlt.error.category"] = attempt.get("category")
+                if attempt.get("retryable") is not None:
+                    attrs["rlt.error.retryable"] = attempt["retryable"]
+            spans.add(
+                name=f"execute_tool {step.tool_name}",
+                parent=root_id,
+                start=t,
+                end=end,
+                attrs=attrs,
+                error=(attempt.get("message") or "") if failed else None,
+            )
+            t = end
+    end_ns = max(t, start_ns + CHAT_NS)
+    if run.finished_at:
+        end_ns = max(end_ns, int(run.finished_at.timestamp() * 1e9))
+    root_attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": run.policy_name or SERVICE,
+        "gen_ai.request.model": run.model_name,
+        "gen_ai.input.messages": _dumps([{"role": "user", "parts": [{"type": "text", "content": run.task}]}])
+        if run.task
+        else None,
+        "rlt.scenario": run.scenario,
+        "rlt.policy": run.policy_name,
+        "rlt.stop_reason": run.stop_reason,
+        "rlt.guard": run.guard,
+        "rlt.verdict": run.verdict,
+        "rlt.verdict.reason": run.verdict_reason,
+        "rlt.source": run.source,
+    }
+    if run.final_answer:
+        answer = [{"type": "text", "content": run.final_answer}]
+        root_attrs["gen_ai.output.messages"] = _dumps(
+            [{"role": "assistant", "parts": answer, "finish_reason": "end_turn"}]
+        )
+    failed = run.status == Run.Status.FINISHED and run.stop_reason != Run.StopReason.FINAL_ANSWER
+    root = {
+        "traceId": trace_id,
+        "spanId": root_id,
+        "parentSpanId": "",
+        "name": f"invoke_agent {run.scenario}".strip(),
+        "kind": 1,
+        "startTimeUnixNano": str(start_ns),
+        "endTimeUnixNano": str(end_ns),
+        "attributes": _attributes(root_attrs),
+        "status": {"code": STATUS_ERROR, "message": run.error or run.stop_reason} if failed else {"code": STATUS_OK},
+    }
+    # An active run's root span is left out: it has not ended, and a receiver ends the run on its root.
+    out_spans = ([root] if run.status == Run.Status.FINISHED else []) + spans.spans
+    service = run.source_detail if run.source == Run.Source.OTLP and run.source_detail else SERVICE
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attributes({"service.name": service})},
+                "scopeSpans": [{"scope": {"name": SCOPE, "version": "1"}, "spans": out_spans}],
+            }
+        ]
+    }

@@ -1,0 +1,104 @@
+"""The OTLP/HTTP traces endpoint (``POST /v1/traces``) and a run's OTLP JSON download.
+
+The endpoint answers as OTLP/HTTP asks, so exporters retry what is worth retrying and drop what is
+not: 200 with an ``ExportTraceServiceResponse`` (``partial_success`` when spans were refused); 400
+for a body that cannot be read, naming the field; 401 without an active API token
+(``Authorization: Bearer``); 413 past ``RLT_OTLP_MAX_BYTES``; 415 for another encoding; 503 with
+``Retry-After`` while the database cannot be written. Refusals carry a ``google.rpc.Status`` in the
+request's encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from .. import selectors
+from . import export, receiver, wire
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 5
+
+
+def _sender(request: HttpRequest):
+    """The user whose API token the request carries, or None (``tracer.tokens``)."""
+    from ..tokens import token_user
+
+    return token_user(request)
+
+
+def _refusal(*, kind: str, status: int, message: str, field_path: str | None = None) -> HttpResponse:
+    response = HttpResponse(
+        wire.status_body(kind=kind, http_status=status, message=message, field_path=field_path),
+        status=status,
+        content_type=kind,
+    )
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="otlp"'
+    if status == 503:
+        response["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+@csrf_exempt
+@require_POST
+def traces_receive(request: HttpRequest) -> HttpResponse:
+    try:
+        kind = wire.media_type(request.content_type or "")
+    except wire.UnsupportedMediaType as exc:
+        return _refusal(kind=wire.JSON, status=415, message=str(exc))
+    user = _sender(request)
+    if user is None:
+        return _refusal(
+            kind=kind,
+            status=401,
+            message="an active API token is needed: send it as 'Authorization: Bearer <token>' "
+            "(make one on the dashboard's Tokens page)",
+        )
+    limit = settings.RLT_OTLP_MAX_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return _refusal(kind=kind, status=413, message=str(wire.BodyTooLarge(limit)))
+    body = request.body if hasattr(request, "_body") else request.read(limit + 1)
+    if len(body) > limit:
+        return _refusal(kind=kind, status=413, message=str(wire.BodyTooLarge(limit)))
+    try:
+        body = wire.decompressed(body, request.headers.get("Content-Encoding", ""), max_bytes=limit)
+        decoded = wire.decode(body, kind=kind)
+    except wire.BodyTooLarge as exc:
+        return _refusal(kind=kind, status=413, message=str(exc))
+    except wire.UnsupportedMediaType as exc:
+        return _refusal(kind=kind, status=415, message=str(exc))
+    except wire.WireError as exc:
+        return _refusal(kind=kind, status=400, message=str(exc), field_path=exc.path)
+    try:
+        receipt = receiver.spans_receive(spans=decoded.spans, user=user)
+    except (OperationalError, InterfaceError) as exc:
+        logger.warning("OTLP request not stored, the database cannot be written: %s", exc)
+        return _refusal(kind=kind, status=503, message=f"the database cannot be written now ({exc}); send again")
+    rejected = len(decoded.rejected) + receipt.rejected_spans
+    problems = decoded.rejected + receipt.errors
+    message = ""
+    if problems:
+        message = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+    return HttpResponse(wire.success_body(kind=kind, rejected_spans=rejected, error_message=message), content_type=kind)
+
+
+@login_required
+@require_GET
+def run_otlp(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run as OTLP JSON (GenAI conventions), to load into Phoenix, Langfuse or another receiver."""
+    run = selectors.run_get(pk=pk)
+    response = JsonResponse(export.run_otlp_export(run=run), json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.otlp.json"'
+    return response
