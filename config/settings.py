@@ -13,6 +13,8 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from agents import redaction as _redaction
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("RLT_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -221,6 +223,16 @@ CELERY_TASK_TIME_LIMIT = RLT_RUN_TIME_LIMIT_S + 90
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")
 
+# Secrets are never stored (tracer.redaction, docs/recording.md "Secrets"): every text a run writes,
+# every log line and every cassette is redacted with the built-in patterns (always on), these extra
+# regular expressions (a JSON list, or one per line; an invalid one stops the process here, naming
+# it), and the literal values of ANTHROPIC_API_KEY, DJANGO_SECRET_KEY and the variables RLT_REDACT_ENV names.
+try:
+    RLT_REDACT_PATTERNS = _redaction.patterns_from_text(os.environ.get("RLT_REDACT_PATTERNS", ""))
+except _redaction.RedactionConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+RLT_REDACT_ENV = _redaction.env_names(os.environ.get("RLT_REDACT_ENV", ""))
+
 # The OTLP receiver (/v1/traces, docs/otlp.md): the largest request body it reads, in bytes, compressed
 # and again once gunzipped; a larger one is answered 413 naming this limit. Read from the request
 # stream itself, so DATA_UPLOAD_MAX_MEMORY_SIZE does not apply.
@@ -250,11 +262,13 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # To stderr, which ``./rlt up`` writes to the log folder in RLT_VAR_DIR (web.log, worker.log). Errors
-# behind a 500 page land there with their traceback.
+# behind a 500 page land there with their traceback. Secrets in a message, its arguments or its
+# traceback are redacted (the Celery worker's own handlers get the same filter, config.celery).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "tracer.redaction.RedactLogFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }

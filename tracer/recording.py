@@ -5,6 +5,8 @@
 it today; importers (OTLP spans, transcripts) and a live step API will write through the same
 functions, so counters, divergence, the matrix and the stop queue work the same whatever a run's
 source. Each step and its counters are one transaction, so a run's steps can be read while it runs.
+Every text written (tool inputs and outputs, errors, answers, the transcript, labels, the search
+text) goes through ``redaction.redact`` first, so no secret is ever stored.
 
 A write lands only while the run may still be written: a run that has ended refuses it, with
 ``RunNotRunning``, and nothing is written. A worker writes under the token of its claim
@@ -33,6 +35,7 @@ from django.utils import timezone
 from agents.events import RunEnd, RunStart, StepEvent
 
 from .models import Experiment, Run, Step
+from .redaction import redact, redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -54,17 +57,18 @@ def _wasted_retries(step: StepEvent) -> int:
 def _search_text(step: StepEvent) -> str:
     parts = []
     if step.tool_name:
-        parts.append(step.tool_name)
+        parts.append(redact_text(step.tool_name))
     if step.input is not None:
-        parts.append(json.dumps(step.input, ensure_ascii=False, sort_keys=True, default=str))
+        parts.append(json.dumps(_jsonable(step.input), ensure_ascii=False, sort_keys=True))
     if step.text:
-        parts.append(step.text)
+        parts.append(redact_text(step.text))
     return " ".join(parts)
 
 
 def _jsonable(value: Any) -> Any:
-    """Tool content as stored: anything ``json`` cannot encode becomes its string form."""
-    return json.loads(json.dumps(value, default=str))
+    """Tool content as stored: anything ``json`` cannot encode becomes its string form, and secrets
+    become markers (``tracer.redaction``: every text a run stores goes through ``redact``)."""
+    return redact(json.loads(json.dumps(value, default=str)))
 
 
 class RunNotRunning(Exception):
@@ -105,8 +109,8 @@ def _step_row(*, run: Run, step: StepEvent) -> Step:
         run=run,
         index=step.index,
         kind=Step.Kind.TOOL_USE if step.kind == Step.Kind.TOOL_USE else Step.Kind.FINAL_ANSWER,
-        tool_name=step.tool_name or "",
-        tool_use_id=step.tool_use_id or "",
+        tool_name=redact_text(step.tool_name or ""),
+        tool_use_id=redact_text(step.tool_use_id or ""),
         input=_jsonable(step.input),
         attempts=_jsonable([a.to_dict() for a in step.attempts]),
         result_content=_jsonable(step.result_content),
@@ -117,7 +121,7 @@ def _step_row(*, run: Run, step: StepEvent) -> Step:
         latency_ms=step.latency_ms,
         input_tokens=step.input_tokens,
         output_tokens=step.output_tokens,
-        text=step.text or "",
+        text=redact_text(step.text or ""),
     )
 
 
@@ -189,11 +193,11 @@ def run_start(
     """
     fields: dict[str, Any] = {
         "status": Run.Status.RUNNING,
-        "scenario": start.scenario or run.scenario,
-        "policy_name": start.policy_name or run.policy_name,
+        "scenario": redact_text(start.scenario) if start.scenario else run.scenario,
+        "policy_name": redact_text(start.policy_name) if start.policy_name else run.policy_name,
         "model_backend": start.model_backend or run.model_backend,
-        "model_name": start.model_name or run.model_name,
-        "task": start.task or "",
+        "model_name": redact_text(start.model_name) if start.model_name else run.model_name,
+        "task": redact_text(start.task or ""),
     }
     if start.policy_settings:
         fields["policy_settings"] = _jsonable(start.policy_settings)
@@ -221,17 +225,17 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
     verdict_reason = ""
     if end.verdict is not None:
         verdict = Run.Verdict.PASS if end.verdict.passed else Run.Verdict.FAIL
-        verdict_reason = end.verdict.reason or ""
+        verdict_reason = redact_text(end.verdict.reason or "")
     now = finished_at or timezone.now()
     with transaction.atomic():
         updated = _writable(run_id=run.pk, claim_token=claim_token).update(
             status=Run.Status.FINISHED,
             stop_reason=end.stop_reason,
-            final_answer=end.final_answer or "",
+            final_answer=redact_text(end.final_answer or ""),
             verdict=verdict,
             verdict_reason=verdict_reason,
-            error=end.error or "",
-            guard=(end.guard or "")[:200],
+            error=redact_text(end.error or ""),
+            guard=redact_text(end.guard or "")[:200],
             transcript=_jsonable(end.transcript or []),
             finished_at=now,
         )
@@ -424,7 +428,7 @@ class DbRecorder:
                     raise _refused(run_id=parent.pk, what=f"sub-agent {label!r}")
                 child_run = Run.objects.create(
                     parent=parent,
-                    label=label[:200],
+                    label=redact_text(label)[:200],
                     experiment=None,
                     scenario=parent.scenario,
                     policy=parent.policy,

@@ -14,6 +14,7 @@ from typing import Any
 import anthropic
 import httpx2
 
+from ..redaction import Redactor
 from ..vocabulary import ModelBackendName
 from .replay import Cassette, RecordingTransport, ReplayMismatch, ReplayTransport
 
@@ -52,6 +53,8 @@ class ModelBackend(ABC):
         self.model = model
         self.record_to = Path(record_to) if record_to else None
         self.recording = Cassette(backend=self.kind, model=model) if self.record_to else None
+        # What a cassette is redacted with: the environment's configuration and this backend's key.
+        self.redactor = Redactor.from_environ(secrets=self.secrets())
 
     @abstractmethod
     def transport(self, persona: Any) -> httpx2.BaseTransport:
@@ -60,10 +63,14 @@ class ModelBackend(ABC):
     def api_key(self) -> str:
         return str(self.kind)
 
+    def secrets(self) -> dict[str, str]:
+        """Secret values this backend holds, by name (a real API key), redacted wherever they appear."""
+        return {}
+
     def client_for(self, persona: Any) -> ModelClient:
         transport = self.transport(persona)
         if self.recording is not None:
-            transport = RecordingTransport(transport, self.recording)
+            transport = RecordingTransport(transport, self.recording, redactor=self.redactor)
         client = anthropic.Anthropic(
             api_key=self.api_key(), http_client=httpx2.Client(transport=transport), max_retries=self.sdk_retries
         )
@@ -82,7 +89,7 @@ class ReplayBackend(ModelBackend):
     def __init__(self, cassette: Cassette, *, record_to: str | Path | None = None) -> None:
         super().__init__(cassette.model, record_to=record_to)
         self.cassette = cassette
-        self.player = ReplayTransport(cassette)
+        self.player = ReplayTransport(cassette, redactor=self.redactor)
         self.label = f"replay of a recorded {cassette.backend} run ({cassette.source})"
 
     def transport(self, persona: Any) -> httpx2.BaseTransport:

@@ -40,5 +40,8 @@ class ClaudeBackend(ModelBackend):
     def api_key(self) -> str:
         return self.key
 
+    def secrets(self) -> dict[str, str]:
+        return {"ANTHROPIC_API_KEY": self.key}
+
     def transport(self, persona: Any) -> httpx2.BaseTransport:
         return self.http

@@ -2,6 +2,11 @@
 
 A replay answers each request with the next recorded response, after checking the request is the
 one that was recorded; when it is not, ``ReplayMismatch`` names the first field that differs.
+
+A cassette holds no secret: only request and response bodies are kept (never the headers, where the
+API key travels), and both are redacted (``agents.redaction``) before they are kept. A replay
+compares requests after redacting both sides, so a recorded request whose secrets became markers
+still matches the request a replayed run sends.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+
+from ..redaction import Redactor
 
 FORMAT = "repair-loop-tracer cassette"
 VERSION = 1
@@ -110,9 +117,10 @@ def _short(value: Any, limit: int = 120) -> str:
 class ReplayTransport(httpx2.BaseTransport):
     """Serves a cassette's responses in order to whichever agent asks next."""
 
-    def __init__(self, cassette: Cassette) -> None:
+    def __init__(self, cassette: Cassette, *, redactor: Redactor | None = None) -> None:
         self.cassette = cassette
         self.position = 0
+        self.redact = redactor or Redactor.from_environ()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.read())
@@ -122,7 +130,7 @@ class ReplayTransport(httpx2.BaseTransport):
                 "and this run asked for one more; record it again for this scenario and policy"
             )
         recorded = self.cassette.interactions[self.position]
-        diff = first_difference(recorded["request"], body)
+        diff = first_difference(self.redact(recorded["request"]), self.redact(body))
         if diff:
             where, was, now = diff
             raise ReplayMismatch(
@@ -134,11 +142,12 @@ class ReplayTransport(httpx2.BaseTransport):
 
 
 class RecordingTransport(httpx2.BaseTransport):
-    """Passes each request to ``inner`` and keeps the pair in a cassette."""
+    """Passes each request to ``inner`` and keeps the pair, redacted, in a cassette (no headers)."""
 
-    def __init__(self, inner: httpx2.BaseTransport, cassette: Cassette) -> None:
+    def __init__(self, inner: httpx2.BaseTransport, cassette: Cassette, *, redactor: Redactor | None = None) -> None:
         self.inner = inner
         self.cassette = cassette
+        self.redact = redactor or Redactor.from_environ()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.read())
@@ -147,5 +156,5 @@ class RecordingTransport(httpx2.BaseTransport):
         if response.status_code != 200:
             return httpx2.Response(response.status_code, headers={"content-type": "application/json"}, content=content)
         reply = json.loads(content)
-        self.cassette.interactions.append({"request": body, "response": reply})
+        self.cassette.interactions.append({"request": self.redact(body), "response": self.redact(reply)})
         return httpx2.Response(200, json=reply)
