@@ -6,6 +6,10 @@
 
 import os
 
+from gunicorn.glogging import Logger
+
+from agents.redaction import RedactingLogFilter
+
 # Threads answer the many small htmx polls; a second process keeps one slow page from holding up the rest.
 worker_class = "gthread"
 workers = int(os.environ.get("WEB_CONCURRENCY") or 2)
@@ -15,3 +19,18 @@ graceful_timeout = 10
 # gunicorn 25.1+ opens a control socket at one path per user ($HOME/.gunicorn/gunicorn.ctl), which any
 # other gunicorn of that user (another clone, another port) takes over. Nothing here uses it.
 control_socket_disable = True
+
+
+class RedactingLogger(Logger):
+    """gunicorn's error and access logs, redacted like every other log (docs/recording.md, "Secrets"):
+    a request line quoting a key (``/runs/?q=sk-ant-…``) is written with a marker in its place."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                if not any(isinstance(f, RedactingLogFilter) for f in handler.filters):
+                    handler.addFilter(RedactingLogFilter())
+
+
+logger_class = RedactingLogger

@@ -249,3 +249,23 @@ def test_settings_refuse_to_start_with_an_invalid_pattern_and_name_it(tmp_path):
         result.stderr
     )
     assert load_settings(tmp_path, RLT_REDACT_PATTERNS='["LUMEN-TOK-[0-9]{6}"]').returncode == 0
+
+
+def test_gunicorns_access_and_error_logs_are_redacted(tmp_path):
+    """./rlt up's var/log/access.log and web.log: a request line quoting a key shows a marker instead."""
+    import runpy
+
+    from gunicorn.config import Config
+
+    cfg = Config()
+    cfg.set("accesslog", str(tmp_path / "access.log"))
+    cfg.set("errorlog", str(tmp_path / "error.log"))
+    logger = runpy.run_path(str(ROOT / "config" / "gunicorn.py"))["logger_class"](cfg)
+    logger.access_log.info("%(r)s %(s)s", {"r": f"GET /runs/?q={ANTHROPIC} HTTP/1.1", "s": "200"})
+    logger.error_log.error("Error handling request /runs/?token=%s", BEARER)
+    for handler in (*logger.access_log.handlers, *logger.error_log.handlers):
+        handler.close()
+    access, error = (tmp_path / "access.log").read_text(), (tmp_path / "error.log").read_text()
+    assert access.strip() == "GET /runs/?q=[redacted: anthropic key] HTTP/1.1 200"
+    assert_no_secret(access + error, "gunicorn's logs")
+    assert "?token=[redacted: secret value]" in error
