@@ -242,6 +242,11 @@ RLT_OTLP_MAX_BYTES = int(os.environ.get("RLT_OTLP_MAX_BYTES") or 16 * 1024 * 102
 # while it is still running. Zero everywhere else.
 RLT_STEP_DELAY_S = float(os.environ.get("RLT_STEP_DELAY_S") or 0)
 
+# Tests only: while the file this names exists, a worker's recorder waits before it writes a run's
+# final answer or its end (``tracer.recording.DbRecorder``), so a test sees the run running for as
+# long as it looks, then lets it finish by deleting the file. Unset everywhere else.
+RLT_TEST_HOLD_FILE = os.environ.get("RLT_TEST_HOLD_FILE", "")
+
 # The database is the truth about what must execute; the broker only delivers (docs/recording.md,
 # "Leases"). A claim holds a run for RLT_LEASE_S; its process renews the lease with every step and
 # from a heartbeat every RLT_LEASE_S / 3. Every RLT_SWEEP_S, beat (the worker's ``-B`` in ``./rlt up``)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,10 +23,17 @@ from django.conf import settings
 from django.db import connection
 
 from agents.events import Attempt, StepEvent
+from agents.scenarios import ENV_VAR as SCENARIO_PACKS_VAR
+from agents.scenarios import registry_reset
 from agents.vocabulary import StepKind
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ARTIFACTS = BASE_DIR / "test-artifacts"
+
+# The suite checks the built-in scenarios: packs set in this shell (for ./rlt up) would change every
+# list of scenarios it compares, here and in the workers it starts. Tests that need a pack load it.
+os.environ.pop(SCENARIO_PACKS_VAR, None)
+registry_reset()
 
 
 def failed_attempt(number: int, *, category: str = "business", retryable: bool = False, message: str = "no") -> Attempt:
@@ -87,6 +95,9 @@ class WorkerProcess:
 
     ``env`` is laid over the worker's environment (a value of None removes the variable), e.g. another
     broker or database; ``beat=True`` embeds Celery beat (``-B``), so the worker runs periodic tasks too.
+    ``hold=True`` holds every run it executes before its final answer or end is written (the
+    ``RLT_TEST_HOLD_FILE`` flag), so a test can look at runs that are still running, for as long as it
+    needs, until it calls ``release()``.
     """
 
     def __init__(
@@ -97,10 +108,14 @@ class WorkerProcess:
         name: str | None = None,
         env: dict[str, str | None] | None = None,
         beat: bool = False,
+        hold: bool = False,
     ) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         self.name = name or f"test-{uuid.uuid4().hex[:8]}"
         self.log_path = ARTIFACTS / f"worker-{os.getpid()}-{self.name}-{uuid.uuid4().hex[:4]}.log"
+        self.hold_file = ARTIFACTS / f"hold-{os.getpid()}-{self.name}-{uuid.uuid4().hex[:4]}" if hold else None
+        if self.hold_file:
+            self.hold_file.touch()
         self.beat_schedule = ARTIFACTS / f"beat-{os.getpid()}-{self.name}-{uuid.uuid4().hex[:4]}" if beat else None
         overrides = env or {}
         env = {
@@ -110,6 +125,7 @@ class WorkerProcess:
             "RLT_BROKER_DIR": str(settings.BROKER_DIR),
             "RLT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
             "RLT_STEP_DELAY_S": str(step_delay_s),
+            "RLT_TEST_HOLD_FILE": str(self.hold_file or ""),
             "DJANGO_SETTINGS_MODULE": "config.settings",
         }
         env.pop("RLT_TEST_DB_FILE", None)
@@ -149,10 +165,20 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def release(self) -> None:
+        """Let the runs held by ``hold=True`` (and every later one) write their last step and end."""
+        if self.hold_file:
+            self.hold_file.unlink(missing_ok=True)
+
     def wait_ready(self, timeout: float = 60) -> None:
+        """Until the worker logs our ``tasks.WORKER_READY`` line: it has taken over from an earlier
+        incarnation of its name and takes tasks."""
+        from tracer.tasks import WORKER_READY
+
+        ready = re.compile(re.escape(WORKER_READY).replace("%s", re.escape(f"{self.name}@") + r"\S+"))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if " ready." in self.log():
+            if ready.search(self.log()):
                 return
             if self.proc.poll() is not None:
                 break
@@ -173,6 +199,7 @@ class WorkerProcess:
         self.proc.wait()
 
     def stop(self) -> None:
+        self.release()  # a held run would keep a warm shutdown waiting
         if self.proc.poll() is None:
             self.proc.terminate()
             try:

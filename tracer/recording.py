@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -332,6 +333,7 @@ class DbRecorder:
         self.observer = observer
         self.finished = False
         self.step_delay_s = settings.RLT_STEP_DELAY_S
+        self.hold_file = settings.RLT_TEST_HOLD_FILE
         # monotonic time after which the run is stopped; sub-agents share their parent's
         self.deadline = deadline if deadline is not None else time.monotonic() + settings.RLT_RUN_TIME_LIMIT_S
 
@@ -367,6 +369,12 @@ class DbRecorder:
                 time.sleep(pause)
                 pause = min(pause * 2, 5.0)
 
+    def _hold(self) -> None:
+        """Tests only (``RLT_TEST_HOLD_FILE``): wait while that file exists. Called before a run's final
+        answer and its end are written; the lease heartbeat keeps renewing meanwhile."""
+        while self.hold_file and os.path.exists(self.hold_file):
+            time.sleep(0.05)
+
     def run_started(self, start: RunStart) -> None:
         self._write(
             lambda: run_start(
@@ -382,6 +390,8 @@ class DbRecorder:
             self.observer.run_started(start)
 
     def step_recorded(self, step: StepEvent) -> None:
+        if step.kind == Step.Kind.FINAL_ANSWER:
+            self._hold()
         tried = False
 
         def write() -> None:
@@ -407,6 +417,7 @@ class DbRecorder:
             )
 
     def run_finished(self, end: RunEnd) -> None:
+        self._hold()
         if not self._write(
             lambda: run_finish(run=self.run, end=end, claim_token=self.claim_token), what="recording its end"
         ):

@@ -60,10 +60,15 @@ def runs_sweep_task() -> None:
         logger.warning("sweep: %s", report)
 
 
+# Logged (INFO) once a worker has taken over from its earlier incarnation and takes tasks.
+WORKER_READY = "worker %s ready: it executes runs from now on"
+
+
 @worker_ready.connect
 def _interrupt_runs_of_previous_incarnation(sender=None, **kwargs) -> None:
     """A worker starting under a name finishes, as interrupted, what that name held in processes now
-    gone, and queues one re-run of each (the sweep's path, without waiting for the leases to lapse).
+    gone, and queues one re-run of each (the sweep's path, without waiting for the leases to lapse);
+    then it says it is ready (``WORKER_READY``).
 
     Runs held by a live process (a second worker started under the same name) are left alone.
     """
@@ -77,3 +82,4 @@ def _interrupt_runs_of_previous_incarnation(sender=None, **kwargs) -> None:
             hostname,
             len(interrupted),
         )
+    logger.info(WORKER_READY, hostname)

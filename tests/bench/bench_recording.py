@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -122,47 +121,13 @@ def main() -> int:
     )
     print()
 
-    # 3. through workers, recorded
-    env = {**os.environ}
-    logs = []
-    procs = []
-    for w in range(args.workers):
-        log_dir = Path(tmp.name if tmp else tempfile.gettempdir())
-        log = open(log_dir / f"bench-worker-{w}.log", "w+")  # noqa: SIM115 - closed after the workers stop
-        logs.append(log)
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "--pool=prefork",
-                    f"--concurrency={args.concurrency}",
-                    "-n",
-                    f"bench{w}-{os.getpid()}@%h",
-                    "-Q",
-                    os.environ["RLT_QUEUE"],
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "--loglevel=INFO",
-                ],
-                cwd=BASE_DIR,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
+    # 3. through workers, recorded (the test suite's worker processes, logs in test-artifacts/)
+    from tests.conftest import WorkerProcess
+
+    workers = [WorkerProcess(concurrency=args.concurrency, name=f"bench{w}-{os.getpid()}") for w in range(args.workers)]
     try:
-        deadline = time.monotonic() + 60
-        while not all(" ready." in Path(log.name).read_text() for log in logs):
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                print("the workers did not start:\n" + "\n".join(Path(log.name).read_text()[-2000:] for log in logs))
-                return 1
-            time.sleep(0.1)
+        for worker in workers:
+            worker.wait_ready()
         started = time.perf_counter()
         experiment = experiment_launch(scenarios=scenarios, policies=policies, repeats=args.repeats, name="benchmark")
         shown = -1
@@ -176,11 +141,12 @@ def main() -> int:
             time.sleep(0.02)
         worker_s = time.perf_counter() - started
         print()
+    except AssertionError as exc:  # a worker that did not start, with the end of its log
+        print(exc)
+        return 1
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=60)
+        for worker in workers:
+            worker.stop()
     top = Run.objects.filter(experiment=experiment)
     worker_steps = sum(top.values_list("step_count", flat=True)) + sum(
         Run.objects.filter(parent__experiment=experiment).values_list("step_count", flat=True)

@@ -19,14 +19,13 @@ from tracer.execution import run_execute
 from tracer.experiments import run_create
 from tracer.models import PolicyVariant, Run
 
-# Each recorded step waits this long, so a person (and this test) can watch a run while it runs.
-STEP_DELAY_S = 1.5
-
 
 @pytest.fixture
-def slow_worker(live_server):
+def holding_worker(live_server):
+    """A worker that holds each run before its final answer until the test calls ``release()``, so
+    the test watches runs that are still running for as long as it looks."""
     purge_test_queue()
-    worker = WorkerProcess(step_delay_s=STEP_DELAY_S, concurrency=2)
+    worker = WorkerProcess(hold=True, concurrency=2)
     worker.wait_ready()
     yield worker
     worker.stop()
@@ -38,7 +37,7 @@ def execute(scenario: str, policy: str) -> Run:
     return run_execute(run_id=run.pk)
 
 
-def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in: Page, slow_worker):
+def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in: Page, holding_worker):
     page = signed_in
     page.get_by_role("link", name="Launch", exact=True).click()
     page.get_by_label("refund-too-old").check()
@@ -47,7 +46,7 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     page.get_by_role("button", name="Launch").click()
 
     expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"experiment \d+"))
-    expect(page.locator("#experiment-progress")).to_contain_text("of 2 runs finished")
+    expect(page.locator("#experiment-progress")).to_contain_text("0 of 2 runs finished")
 
     # Open the starter run while it is still running and watch its steps arrive without a reload.
     page.locator("#experiment-progress a", has_text=re.compile(r"^#\d+$")).first.click()
@@ -56,6 +55,9 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     page.evaluate("window.notReloaded = true")
     expect(page.locator("#step-1")).to_contain_text("process_refund", timeout=30_000)
     expect(page.locator("#step-1 .attempt")).to_have_count(3)
+    expect(page.locator("#run-status")).to_contain_text("running")  # held before its final answer
+    expect(page.locator("#step-2")).to_have_count(0)
+    holding_worker.release()
     expect(page.locator("#step-2")).to_contain_text("generic error", timeout=30_000)
     expect(page.locator(".banner")).to_contain_text("Stopped:")
     expect(page.locator("#step-poll")).to_have_count(0)  # polling stopped by itself
@@ -85,7 +87,7 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     save_screenshot(page, "compare.png")
 
 
-def test_the_runs_list_updates_active_rows_live_and_compares_two_ticked_runs(signed_in: Page, slow_worker):
+def test_the_runs_list_updates_active_rows_live_and_compares_two_ticked_runs(signed_in: Page, holding_worker):
     page = signed_in
     page.get_by_role("link", name="Launch", exact=True).click()
     page.get_by_label("lookup-flaky", exact=True).check()
@@ -97,12 +99,13 @@ def test_the_runs_list_updates_active_rows_live_and_compares_two_ticked_runs(sig
     page.get_by_role("link", name="Runs", exact=True).click()
     rows = page.locator("#run-rows tr")
     expect(rows).to_have_count(2)
-    expect(page.locator("#run-rows .status.finished")).not_to_have_count(2)  # still active when we arrive
+    expect(page.locator("#run-rows .status.finished")).to_have_count(0)  # both held, still active
     page.evaluate("window.notReloaded = true")
     compare_button = page.locator("[data-compare-button]")
     expect(compare_button).to_be_disabled()
     boxes = page.locator('#run-rows input[name="run"]')
     boxes.nth(0).check()  # ticked while the rows refresh: the tick survives each refresh
+    holding_worker.release()
     expect(page.locator("#run-rows .status.finished")).to_have_count(2, timeout=30_000)
     expect(page.locator("#run-rows")).not_to_have_attribute("hx-trigger", re.compile("every"))  # polling stopped
     assert page.evaluate("window.notReloaded") is True

@@ -31,16 +31,16 @@ def wait_until(condition, *, timeout: float, what: str, worker: WorkerProcess | 
 
 
 @pytest.fixture
-def slow_worker(transactional_db):
-    """A worker whose recorder pauses 0.1 s after each committed step, so runs can be watched running."""
+def holding_worker(transactional_db):
+    """A worker that holds each run before its final answer or end, until the test releases it."""
     purge_test_queue()
-    worker = WorkerProcess(step_delay_s=0.1)
+    worker = WorkerProcess(hold=True)
     worker.wait_ready()
     yield worker
     worker.stop()
 
 
-def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdicts(slow_worker):
+def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdicts(holding_worker):
     scenarios = list(scenario_names())
     experiment = experiment_launch(scenarios=scenarios, policies=["starter", "structured"])
 
@@ -54,22 +54,23 @@ def test_a_worker_process_records_an_experiment_live_with_the_agent_cores_verdic
         return None
 
     seen_run_id, seen_steps = wait_until(
-        a_run_seen_mid_flight, timeout=60, what="a running run with steps", worker=slow_worker
+        a_run_seen_mid_flight, timeout=60, what="a running run with steps", worker=holding_worker
     )
     assert seen_steps == list(range(1, len(seen_steps) + 1))
+    holding_worker.release()
 
     def done():
         experiment.refresh_from_db()
         return experiment.is_done
 
-    wait_until(done, timeout=240, what="every run to finish", worker=slow_worker)
+    wait_until(done, timeout=240, what="every run to finish", worker=holding_worker)
     runs = list(experiment.runs.order_by("id"))
     assert len(runs) == len(scenarios) * 2
     seen = next(r for r in runs if r.pk == seen_run_id)
     assert seen.step_count >= len(seen_steps)
     for run in runs:
         assert run.status == Run.Status.FINISHED
-        assert run.worker_name.startswith(slow_worker.name + "@") and run.worker_pid
+        assert run.worker_name.startswith(holding_worker.name + "@") and run.worker_pid
         expected = ListRecorder()
         run_scenario(run.scenario, run.policy_settings, recorder=expected, seed=run.pk)
         what = f"{run.scenario} under {run.policy_name}"
@@ -84,9 +85,12 @@ def test_a_duplicate_delivery_to_a_real_worker_records_the_steps_once(worker_pro
     run_execute_task.delay(run.pk)
     run_execute_task.delay(run.pk)
     wait_until(
-        lambda: worker_process.log().count("succeeded in") >= 2,
+        lambda: (
+            Run.objects.filter(pk=run.pk, status=Run.Status.FINISHED).exists()
+            and f"run {run.pk} is not queued; duplicate delivery ignored" in worker_process.log()
+        ),
         timeout=60,
-        what="both deliveries",
+        what="the run to end and the second delivery to be ignored",
         worker=worker_process,
     )
     run.refresh_from_db()
@@ -99,7 +103,7 @@ def test_a_duplicate_delivery_to_a_real_worker_records_the_steps_once(worker_pro
 
 def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(transactional_db):
     purge_test_queue()
-    worker = WorkerProcess(step_delay_s=2.0, concurrency=1)
+    worker = WorkerProcess(hold=True, concurrency=1)
     worker.wait_ready()
     run = run_create(scenario="refund-too-old", policy=PolicyVariant.objects.get(name="starter"))
     run_execute_task.delay(run.pk)
@@ -107,7 +111,7 @@ def test_a_run_whose_worker_was_killed_is_interrupted_when_the_worker_restarts(t
         wait_until(
             lambda: Run.objects.filter(pk=run.pk, step_count__gt=0).exists(), timeout=60, what="a step", worker=worker
         )
-        worker.kill()
+        worker.kill()  # while the run is held before its final answer
     finally:
         worker.stop()
     run.refresh_from_db()
