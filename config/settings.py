@@ -232,6 +232,8 @@ try:
 except _redaction.RedactionConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 RLT_REDACT_ENV = _redaction.env_names(os.environ.get("RLT_REDACT_ENV", ""))
+# Django's error page (DEBUG on) and error reports: redacted the same way.
+DEFAULT_EXCEPTION_REPORTER = "tracer.redaction.RedactingExceptionReporter"
 
 # The OTLP receiver (/v1/traces, docs/otlp.md): the largest request body it reads, in bytes, compressed
 # and again once gunzipped; a larger one is answered 413 naming this limit. Read from the request

@@ -6,7 +6,8 @@ message naming it), and the values of ``ANTHROPIC_API_KEY`` and of the environme
 in ``RLT_REDACT_ENV`` (``DJANGO_SECRET_KEY`` among them). ``recording`` applies it to every text it
 writes, so pages, the admin and exports, which show only what is stored, never see a secret.
 ``RedactLogFilter`` is installed on the log handlers (``LOGGING`` in the settings; the Celery
-worker's own handlers in ``config.celery``). The redactor is built once, on first use, and again
+worker's own handlers in ``config.celery``), and ``RedactingExceptionReporter`` redacts Django's
+error page (``DEBUG`` on). The redactor is built once, on first use, and again
 when a test changes one of those settings.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.views.debug import ExceptionReporter
 
 from agents.redaction import RedactingLogFilter, Redactor
 
@@ -55,6 +57,17 @@ class RedactLogFilter(RedactingLogFilter):
 
     def redactor(self) -> Redactor:
         return redactor()
+
+
+class RedactingExceptionReporter(ExceptionReporter):
+    """Django's error page (``DEBUG`` on) and error report, redacted: the exception's message, each
+    frame's local variables, the request's data and the settings (``DEFAULT_EXCEPTION_REPORTER``)."""
+
+    def get_traceback_data(self):
+        data = super().get_traceback_data()
+        for key in [k for k in data if k.endswith("_items")]:  # the request's GET, POST, FILES, COOKIES
+            data[key] = list(data[key])
+        return redact(data)
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:

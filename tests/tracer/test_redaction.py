@@ -269,3 +269,22 @@ def test_gunicorns_access_and_error_logs_are_redacted(tmp_path):
     assert access.strip() == "GET /runs/?q=[redacted: anthropic key] HTTP/1.1 200"
     assert_no_secret(access + error, "gunicorn's logs")
     assert "?token=[redacted: secret value]" in error
+
+
+@override_settings(DEBUG=True, **CONFIG)
+def test_djangos_error_page_shows_no_secret(rf):
+    """With DEBUG on, the error page lists the exception, each frame's local variables and the settings."""
+    from django.views.debug import technical_500_response
+
+    def call_the_api(api_request):
+        header = f"Authorization: Bearer {BEARER}"  # noqa: F841 - a local variable the page would list
+        raise RuntimeError(f"the model API answered 401 for {CONFIGURED} ({CUSTOM})")
+
+    request = rf.get("/runs/", {"q": ANTHROPIC})
+    try:
+        call_the_api({"key": ANTHROPIC})
+    except RuntimeError:
+        page = technical_500_response(request, *sys.exc_info()).content.decode()
+    assert_no_secret(page, "the error page")
+    assert "the model API answered 401 for [redacted: ANTHROPIC_API_KEY] ([redacted: lumen token])" in page
+    assert "call_the_api" in page and "[redacted: bearer token]" in page
