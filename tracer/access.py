@@ -4,6 +4,8 @@
 - Reviewing a stop needs ``REVIEW_STOPS``: the ``reviewer`` group (created by a data migration) has it.
 - Creating a policy variant (``CREATE_POLICY``) and launching an experiment (``LAUNCH``) change what
   the workers run: superusers only, unless an administrator gives those permissions to a group.
+- Importing runs (``IMPORT``: the upload page) adds runs everyone sees and the matrix aggregates:
+  superusers, and any user or group an administrator gives ``tracer.add_run``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ REVIEWER_GROUP = "reviewer"
 REVIEW_STOPS = ("tracer.add_stopreview", "tracer.change_stopreview")
 CREATE_POLICY = ("tracer.add_policyvariant",)
 LAUNCH = ("tracer.add_experiment",)
+IMPORT = ("tracer.add_run",)
 
 # A login locked out by django-axes answers 429 with the login page and this message.
 LOCKED_OUT_STATUS = 429
@@ -44,10 +47,12 @@ class Abilities:
     review: bool
     create_policy: bool
     launch: bool
+    import_runs: bool
 
 
 def abilities(request: HttpRequest) -> dict[str, Any]:
-    """Context processor: ``can.review``, ``can.create_policy``, ``can.launch`` (looked up when first read)."""
+    """Context processor: ``can.review``, ``can.create_policy``, ``can.launch``, ``can.import_runs``
+    (looked up when first read)."""
 
     def read() -> Abilities:
         user = request.user
@@ -55,6 +60,7 @@ def abilities(request: HttpRequest) -> dict[str, Any]:
             review=user.has_perms(REVIEW_STOPS),
             create_policy=user.has_perms(CREATE_POLICY),
             launch=user.has_perms(LAUNCH),
+            import_runs=user.has_perms(IMPORT),
         )
 
     return {"can": SimpleLazyObject(read)}

@@ -49,6 +49,11 @@ class RunFilterForm(forms.Form):
         label="model",
         choices=BLANK + Run.ModelBackend.choices,
     )
+    source = forms.ChoiceField(
+        required=False,
+        label="from",
+        choices=BLANK + [(v, "executed here" if v == "agent" else f"imported: {v}") for v in Run.Source.values],
+    )
     status = forms.ChoiceField(required=False, choices=BLANK + Run.Status.choices)
     stop_reason = forms.ChoiceField(required=False, label="stop reason", choices=BLANK + Run.StopReason.choices)
     verdict = forms.ChoiceField(required=False, choices=BLANK + Run.Verdict.choices + [("unknown", "unknown")])
@@ -144,28 +149,58 @@ class LaunchForm(forms.Form):
     repeats = forms.IntegerField(min_value=1, max_value=50, initial=1)
     name = forms.CharField(required=False, max_length=200)
 
-    def __init__(
-        self,
-        *args: Any,
-        scenarios: list[str],
-        policies: list[str],
-        backends: list[str],
-        packs: list[tuple[str, str, list[str]]] | None = None,
-        **kwargs: Any,
-    ):
-        """``packs``: (name, title, scenario names) of each scenario pack, to group the scenarios by."""
+    def __init__(self, *args: Any, scenarios: list[str], policies: list[str], backends: list[str], **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.packs = packs if packs is not None else [("", "", list(scenarios))]
         self.fields["scenarios"].choices = [(s, s) for s in scenarios]
         self.fields["policies"].choices = [(p, p) for p in policies]
         self.fields["model_backend"].choices = [(b, b) for b in backends]
 
-    def scenario_groups(self) -> list[dict[str, Any]]:
-        """The scenario checkboxes grouped by pack, in the packs' order: name, title and the bound choices."""
-        boxes = {box.data["value"]: box for box in self["scenarios"]}
-        groups = []
-        for name, title, names in self.packs:
-            choices = [boxes[n] for n in names if n in boxes]
-            if choices:
-                groups.append({"name": name, "title": title, "choices": choices})
-        return groups
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several files from one ``<input type="file" multiple>``: a list of uploads."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[Any]:
+        one = super().clean
+        if isinstance(data, list | tuple):
+            return [one(item, initial) for item in data] or [one(None, initial)]
+        return [one(data, initial)]
+
+
+IMPORT_MAX_FILE_MB = 50
+
+
+class ImportForm(forms.Form):
+    """Files to import (run documents, JSON Lines batches, Messages transcripts) and the labels that
+    make their runs comparable with others of the same task."""
+
+    files = MultipleFileField(
+        label="files",
+        help_text=f".json (a run document, a transcript, or a list of them) or .jsonl; at most {IMPORT_MAX_FILE_MB} MB",
+        widget=MultipleFileInput(attrs={"accept": ".json,.jsonl,.ndjson,application/json"}),
+    )
+    scenario = forms.CharField(
+        required=False,
+        max_length=100,
+        help_text="scenario key: runs with the same key compare and share a matrix row (blank: as each file says)",
+    )
+    policy = forms.CharField(
+        required=False, max_length=40, help_text="policy label, a matrix column (blank: as each file says)"
+    )
+
+    def clean_files(self) -> list[Any]:
+        files = self.cleaned_data["files"]
+        for upload in files:
+            if upload.size > IMPORT_MAX_FILE_MB * 1024 * 1024:
+                raise ValidationError(
+                    f"{upload.name} is {upload.size / 1024 / 1024:.0f} MB; the most one file may be is "
+                    f"{IMPORT_MAX_FILE_MB} MB (split a JSON Lines batch, or use manage.py import_traces)"
+                )
+        return files

@@ -181,7 +181,7 @@ def _pydantic_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, s
                 "less_than": f"less than {ctx.get('lt')}",
             }
             message = f"expected a number {bounds[kind]}; got {_shown(given)}"
-        elif kind == "string_too_long":
+        elif kind in ("string_too_long", "too_long") and isinstance(given, str):
             message = f"expected at most {ctx.get('max_length')} characters; got {len(given)}"
         elif kind == "finite_number":
             message = f"expected a finite number; got {_shown(given)}"
@@ -267,7 +267,7 @@ class StepIn(_Schema):
         """The ``StepEvent`` the recorder writes, with omitted fields made from the attempts."""
         given = self.model_fields_set
         attempts = [a.to_attempt() for a in self.attempts]
-        if self.kind == StepKind.TOOL_USE and not attempts:
+        if self.kind == StepKind.TOOL_USE and not attempts and "attempts" not in given:
             failed = bool(self.is_error)
             attempts = [
                 Attempt(
@@ -328,7 +328,8 @@ class RunMeta(_Schema):
     model: Annotated[Text, Field(max_length=100)] = ""  # the model's name
     task: Text = ""
     status: Literal["running", "finished"] = "finished"
-    stop_reason: StopReason | None = None  # default: final_answer when the last step is one, else unknown
+    # Left out: final_answer when the last step is one, else unknown; null: unknown.
+    stop_reason: StopReason | None = None
     final_answer: Text | None = None  # default: the last final-answer step's text
     verdict: Literal["pass", "fail"] | None = None  # blank: unknown
     verdict_reason: Text = ""
@@ -343,7 +344,7 @@ class RunMeta(_Schema):
 class RunEndIn(_Schema):
     """How a run that arrived step by step ended (``imported_run_close``)."""
 
-    stop_reason: StopReason | None = None  # default: final_answer when the last step is one, else unknown
+    stop_reason: StopReason | None = None  # left out: final_answer when the last step is one; null: unknown
     final_answer: Text | None = None
     verdict: Literal["pass", "fail"] | None = None
     verdict_reason: Text = ""
@@ -469,7 +470,7 @@ def document_parse(*, data: Any, meta: RunMeta | None = None) -> RunDocument:
     """
     if isinstance(data, Mapping) and "format" not in data and "messages" in data:
         return transcript_to_document(transcript=data, meta=meta)
-    if not isinstance(data, Mapping) or ("format" not in data and "messages" not in data):
+    if not isinstance(data, Mapping) or not ({"format", "run", "steps"} & set(data)):
         raise IngestError.one(
             "",
             'expected a run document (a JSON object with "format": "rlt.run/1") or a Messages transcript '
@@ -701,6 +702,10 @@ def transcript_to_document(*, transcript: Any, meta: RunMeta | None = None) -> R
             task = "\n".join(str(b.get("text", "")) for b in blocks if b["type"] == "text").strip()
         for block in results:
             use_id = block.get("tool_use_id")
+            if not isinstance(use_id, str):
+                message = f"expected the id of a tool_use, a string; got {_shown(use_id)}"
+                errors.append({"path": f"{block['_path']}.tool_use_id", "message": message})
+                continue
             if use_id not in pending:
                 again = use_id in answered
                 errors.append(
@@ -801,7 +806,8 @@ def _events(steps: Sequence[StepIn], *, first_index: int) -> list[StepEvent]:
 def _run_end(*, end: RunMeta | RunEndIn, events: Sequence[StepEvent] | None, last_kind: str | None) -> RunEnd:
     """The ``RunEnd`` of an imported run: stop reason and final answer made from its last step if not given."""
     stop_reason = end.stop_reason.value if end.stop_reason else ""
-    if not stop_reason and last_kind == StepKind.FINAL_ANSWER:
+    # Left out, it is made from the last step; given as null, it is unknown.
+    if "stop_reason" not in end.model_fields_set and last_kind == StepKind.FINAL_ANSWER:
         stop_reason = StopReason.FINAL_ANSWER.value
     final_answer = end.final_answer
     if final_answer is None:
@@ -872,6 +878,11 @@ def _meta_matches(run: Run, meta: RunMeta) -> bool:
     stored = _run_meta_out(run)
     given = meta.model_dump(mode="json", exclude_unset=True)
     given.pop("status", None)
+    for name in ("started_at", "finished_at"):  # compared as moments, whatever the timezone written
+        if name in given:
+            given.pop(name)
+            if getattr(meta, name) != getattr(run, name):
+                return False
     return all(stored.get(k) == v for k, v in given.items() if k in stored)
 
 
@@ -882,50 +893,66 @@ def run_import_outcome(
     _source_check(source)
     _document_check(document)
     owner = _owner(user)
+    try:
+        return _import_once(document=document, owner=owner, source=source, source_detail=source_detail)
+    except IntegrityError:
+        # Another request created the same external_id meanwhile: that run stands; compare against it.
+        external_id = document.run.external_id
+        if not external_id or _find(source=source, owner=owner, external_id=external_id) is None:
+            raise
+        return _import_once(document=document, owner=owner, source=source, source_detail=source_detail)
+
+
+def _import_once(*, document: RunDocument, owner: Any, source: str, source_detail: str) -> ImportOutcome:
     meta = document.run
     events = _events(document.steps, first_index=1)
     last_kind = events[-1].kind if events else None
     finished = meta.status == "finished"
-    try:
-        with transaction.atomic():
-            existing = _find(source=source, owner=owner, external_id=meta.external_id, lock=True)
-            action = "created"
-            if existing is None:
-                run = _run_new(meta=meta, owner=owner, source=source, source_detail=source_detail)
-                recording.steps_record_many(run=run, steps=events)
+    with transaction.atomic():
+        existing = _find(source=source, owner=owner, external_id=meta.external_id, lock=True)
+        action = "created"
+        if existing is None:
+            run = _run_new(meta=meta, owner=owner, source=source, source_detail=source_detail)
+            recording.steps_record_many(run=run, steps=events)
+        else:
+            run = existing
+            stored = [_step_dict(s) for s in run.steps.order_by("index")]
+            wanted = [_step_dict(e) for e in events]
+            same_meta = _meta_matches(run, meta)
+            if stored == wanted and same_meta and run.is_active != finished:
+                return ImportOutcome(run=run, action="unchanged")
+            if run.is_active and same_meta and wanted[: len(stored)] == stored:
+                action = "completed"
+                recording.steps_record_many(run=run, steps=events[len(stored) :])
             else:
-                run = existing
-                stored = [_step_dict(s) for s in run.steps.order_by("index")]
-                wanted = [_step_dict(e) for e in events]
-                same_meta = _meta_matches(run, meta)
-                if stored == wanted and same_meta and run.is_active != finished:
-                    return ImportOutcome(run=run, action="unchanged")
-                if run.is_active and same_meta and wanted[: len(stored)] == stored:
-                    action = "completed"
-                    recording.steps_record_many(run=run, steps=events[len(stored) :])
-                else:
-                    action = "replaced"
-                    recording.imported_run_reset(run=run)
-                    Run.objects.filter(pk=run.pk).update(**_reset_fields(meta=meta, source_detail=source_detail))
-                    _run_begin(run=run, meta=meta)
-                    recording.steps_record_many(run=run, steps=events)
-            if finished:
-                recording.run_finish(
-                    run=run, end=_run_end(end=meta, events=events, last_kind=last_kind), finished_at=meta.finished_at
-                )
-    except IntegrityError:
-        # Another request created the same external_id meanwhile: that run stands; compare against it.
-        if not meta.external_id or _find(source=source, owner=owner, external_id=meta.external_id) is None:
-            raise
-        return run_import_outcome(document=document, user=user, source=source, source_detail=source_detail)
+                action = "replaced"
+                recording.imported_run_reset(run=run)
+                fields = _reset_fields(meta=meta, source_detail=source_detail)
+                Run.objects.filter(pk=run.pk).update(**fields)
+                for name, value in fields.items():
+                    setattr(run, name, value)
+                _run_begin(run=run, meta=meta)
+                recording.steps_record_many(run=run, steps=events)
+        if finished:
+            recording.run_finish(
+                run=run, end=_run_end(end=meta, events=events, last_kind=last_kind), finished_at=meta.finished_at
+            )
+        run.refresh_from_db()  # as stored: the recorder's counters, its redaction
     return ImportOutcome(run=run, action=action)
 
 
 def _reset_fields(*, meta: RunMeta, source_detail: str) -> dict[str, Any]:
+    """What a replaced run takes from its new document before ``run_start`` (which keeps a field the
+    new document leaves blank, so the earlier value is cleared here first)."""
     return {
         "source_detail": (source_detail or meta.source)[:200],
         "labels": meta.labels,
         "started_at": meta.started_at or timezone.now(),
+        "scenario": "",
+        "policy_name": "",
+        "model_name": "",
+        "task": "",
+        "policy_settings": {},
     }
 
 
@@ -1067,7 +1094,7 @@ def _run_meta_out(run: Run) -> dict[str, Any]:
         "scenario": run.scenario,
         "policy": run.policy_name,
         "policy_settings": run.policy_settings or {},
-        "source": run.source_detail or run.source,
+        "source": run.source_detail if run.source != Run.Source.AGENT else run.source,
         "model": run.model_name,
         "task": run.task,
         "status": "finished" if run.status == Run.Status.FINISHED else "running",

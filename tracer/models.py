@@ -185,6 +185,7 @@ class Run(models.Model):
                     "tool_call_count",
                     "wasted_retry_count",
                     "id",
+                    "source",  # the matrix counts imported runs per cell
                 ],
                 name="run_matrix_cover_idx",
             ),

@@ -20,7 +20,7 @@ GUARD_STOPS = (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)
 TRAILING_STEPS = 12  # enough to show any consecutive-error guard's streak
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 # Columns the list and queue pages never show: kept out of their queries.
-HEAVY_FIELDS = ("transcript", "search_text", "policy_settings", "task", "verdict_reason", "error")
+HEAVY_FIELDS = ("transcript", "search_text", "policy_settings", "task", "verdict_reason", "error", "labels")
 STEP_FIELDS = ("index", "kind", "tool_name", "input", "attempts", "text", "is_error", "category", "retryable")
 
 
@@ -31,7 +31,7 @@ def run_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Run]:
     """Runs, newest first, narrowed by the list page's filters (blank values are ignored)."""
     f = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
     qs = Run.objects.filter(parent__isnull=True).defer(*HEAVY_FIELDS)  # sub-agents are listed on their parent
-    for key in ("scenario", "policy_name", "model_backend", "status", "stop_reason", "experiment_id"):
+    for key in ("scenario", "policy_name", "model_backend", "source", "status", "stop_reason", "experiment_id"):
         if key in f:
             qs = qs.filter(**{key: f[key]})
     if "verdict" in f:
@@ -168,6 +168,7 @@ class MatrixCell:
     wasted_retries: int
     guard_stops: int
     crashes: int
+    imported: int = 0  # runs from outside (files, OTLP, the API) among ``runs``
     tool_calls_pct: int = 0  # bar lengths, against the largest value in the matrix
     wasted_pct: int = 0
 
@@ -204,6 +205,7 @@ def policy_matrix(*, policies: list[str] | None = None, experiment_id: int | Non
             wasted_retries=Sum("wasted_retry_count"),
             guard_stops=Count("id", filter=Q(stop_reason__in=GUARD_STOPS)),
             crashes=Count("id", filter=Q(stop_reason=Run.StopReason.CRASHED)),
+            imported=Count("id", filter=~Q(source=Run.Source.AGENT)),
         )
     )
     available = sorted({c["policy_name"] for c in cells})
@@ -218,6 +220,7 @@ def policy_matrix(*, policies: list[str] | None = None, experiment_id: int | Non
             wasted_retries=c["wasted_retries"] or 0,
             guard_stops=c["guard_stops"],
             crashes=c["crashes"],
+            imported=c["imported"],
         )
         for c in cells
         if c["policy_name"] in columns

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import import_views, views
 from .otlp import views as otlp_views
 
 app_name = "tracer"
@@ -8,12 +8,16 @@ urlpatterns = [
     path("", views.run_list, name="runs"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("runs/<int:pk>/steps/", views.run_steps, name="run-steps"),
+    path("runs/<int:pk>/export.json", import_views.run_export, name="run-export"),
     path("runs/<int:pk>/otlp.json", otlp_views.run_otlp, name="run-otlp"),
     path("compare/", views.compare, name="compare"),
+    path("compare/export.jsonl", import_views.compare_export, name="compare-export"),
     path("policies/", views.policies, name="policies"),
     path("policies/new/", views.policy_create, name="policy-create"),
     path("stops/", views.stops, name="stops"),
     path("stops/<int:pk>/review/", views.stop_review, name="stop-review"),
     path("launch/", views.launch, name="launch"),
     path("experiments/<int:pk>/", views.experiment, name="experiment"),
+    path("experiments/<int:pk>/export.jsonl", import_views.experiment_export, name="experiment-export"),
+    path("import/", import_views.import_runs, name="import"),
 ]

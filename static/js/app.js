@@ -19,3 +19,20 @@ document.addEventListener("change", (event) => {
 });
 document.addEventListener("DOMContentLoaded", updateAllComparePickers);
 document.addEventListener("htmx:afterSettle", updateAllComparePickers);
+
+// [data-upload-progress]: a form posted by htmx shows how much of its files has been sent
+// ([data-upload-bar], [data-upload-text]), then that the server is importing them.
+document.addEventListener("htmx:xhr:progress", (event) => {
+  const form = event.target.closest("[data-upload-progress]");
+  if (!form || !event.detail.lengthComputable) return;
+  const percent = Math.round((100 * event.detail.loaded) / event.detail.total);
+  const bar = form.querySelector("[data-upload-bar]");
+  const text = form.querySelector("[data-upload-text]");
+  if (bar) bar.value = percent;
+  if (text) text.textContent = percent < 100 ? `Uploading: ${percent}%` : "Uploaded; importing…";
+});
+document.addEventListener("htmx:afterRequest", (event) => {
+  const form = event.target.closest("[data-upload-progress]");
+  const text = form && form.querySelector("[data-upload-text]");
+  if (text) text.textContent = event.detail.successful ? "Done: the report is below." : "The upload failed.";
+});

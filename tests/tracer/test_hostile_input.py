@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter
-from tracer.forms import CompareForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm
+from tracer.forms import CompareForm, ImportForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +35,10 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:stop-review": ([], [*StopReviewForm.base_fields, "next"], ["stop-review"]),
     "tracer:launch": ([], list(LaunchForm.base_fields), []),
     "tracer:experiment": ([], None, ["experiment-progress"]),
+    "tracer:run-export": ([], None, []),
+    "tracer:compare-export": ([*CompareForm.base_fields], None, []),
+    "tracer:experiment-export": ([], None, []),
+    "tracer:import": ([], list(ImportForm.base_fields), ["import-report"]),
     "login": (["next"], ["username", "password", "next"], []),
 }
 # Not probed here: logging out ends the session the probe runs in; the admin has its own probe below.
@@ -88,6 +92,8 @@ def recorded(admin_client):
         "tracer:run-steps": runs,
         "tracer:stop-review": runs,
         "tracer:experiment": [experiment.pk],
+        "tracer:run-export": runs,
+        "tracer:experiment-export": [experiment.pk],
     }
     return Recorded(client=admin_client, ids=ids)
 

@@ -36,9 +36,20 @@ def outcome(attempt: dict, policy_settings: dict | None = None) -> str:
     return "error" if error_format == ErrorFormat.MESSAGE and label.startswith("error: ") else label
 
 
+# How the badge names the path an imported run came by (``Run.Source``, ``agent`` aside).
+IMPORTED_VIA = {"import": "file", "otlp": "OTLP", "api": "API"}
+
+
 @register.simple_tag
 def backend_badge(run: Any) -> str:
-    """The model backend; a simulated run says so wherever it is shown."""
+    """The model backend; a simulated run says so wherever it is shown, and so does an imported one
+    (with the path it came by and the model it names): it was not executed here."""
+    if run.source != "agent" or run.model_backend == "imported":
+        via = IMPORTED_VIA.get(run.source, run.source)
+        detail = f" ({run.source_detail})" if run.source_detail else ""
+        title = f"imported by {via}{detail}: recorded elsewhere, not executed here"
+        label = f"imported · {via}" + (f" · {run.model_name}" if run.model_name else "")
+        return format_html('<span class="badge imported" title="{}">{}</span>', title, label)
     if run.model_backend == ModelBackendName.SIMULATED:
         return format_html('<span class="badge sim" title="{}">simulated</span>', SIMULATED_TITLE)
     label = f"{run.model_backend} · {run.model_name}" if run.model_name else run.model_backend

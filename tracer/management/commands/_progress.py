@@ -1,4 +1,5 @@
-"""Shared by the experiment commands: launching, waiting with a progress bar, and the summary table."""
+"""Shared by the experiment commands: launching, waiting with a progress bar, and the summary table
+(``import_traces`` draws the same bar)."""
 
 from __future__ import annotations
 
@@ -51,9 +52,9 @@ def launch(*, stdout, wait: bool, timeout: float, **launch_args) -> Experiment:
     return experiment
 
 
-def progress_bar(done: int, total: int, width: int = 30) -> str:
+def progress_bar(done: int, total: int, width: int = 30, what: str = "runs finished") -> str:
     filled = int(width * done / total) if total else width
-    return f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total} runs finished"
+    return f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total} {what}"
 
 
 def wait_for(experiment: Experiment, *, timeout: float, stdout, idle_hint_after: float = 20.0) -> Experiment:

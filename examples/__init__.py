@@ -1,1 +1,0 @@
-"""Example scenario packs, written only against ``agents.packs`` (docs/packs.md)."""

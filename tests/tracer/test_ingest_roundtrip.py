@@ -1,0 +1,165 @@
+"""Property: over generated run documents, import then export gives back the same steps and fields,
+and exporting what was imported from an export changes nothing (Hypothesis)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agents.vocabulary import ErrorCategory, StopReason
+from tracer import ingest
+
+pytestmark = pytest.mark.django_db
+
+# Text a trace may carry, kept clear of what the recorder's redaction rewrites (key-like runs of
+# letters and digits after "sk-", "Bearer ", "password=", …): no "-", "=" or ":"; accents, emoji,
+# markup and newlines stay in.
+ALPHABET = "abcdefghijklmnopqrstuvwxyzABC0123456789 .,!?'\"<>&/_\né€😀"
+KEYS = st.sampled_from(["order_id", "customer", "orders", "message", "amount", "items"])
+text = st.text(alphabet=ALPHABET, max_size=24)
+finite = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | finite | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+category = st.none() | st.sampled_from([c.value for c in ErrorCategory])
+# st.datetimes takes naive bounds; the values are made aware in UTC.
+moment = st.datetimes(
+    min_value=datetime(2020, 1, 1),  # noqa: DTZ001
+    max_value=datetime(2030, 1, 1),  # noqa: DTZ001
+    timezones=st.just(UTC),
+)
+
+
+@st.composite
+def attempts(draw) -> list[dict]:
+    out = []
+    for number in range(1, draw(st.integers(1, 3)) + 1):
+        out.append(
+            {
+                "number": number,
+                "ok": draw(st.booleans()),
+                "content": draw(json_values),
+                "category": draw(category),
+                "retryable": draw(st.none() | st.booleans()),
+                "message": draw(st.none() | text),
+                "backoff_s": draw(finite),
+                "latency_ms": draw(finite),
+                "empty": draw(st.booleans()),
+                "result_content": draw(json_values),
+            }
+        )
+    return out
+
+
+@st.composite
+def steps(draw) -> list[dict]:
+    out = []
+    for index in range(1, draw(st.integers(0, 4)) + 1):
+        out.append(
+            {
+                "index": index,
+                "kind": "tool_use",
+                "tool_name": draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=20)),
+                "tool_use_id": draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_0123456789", max_size=24)),
+                "input": draw(st.none() | st.dictionaries(KEYS, json_values, max_size=3)),
+                "attempts": draw(attempts()),
+                "result_content": draw(json_values),
+                "is_error": draw(st.booleans()),
+                "category": draw(category),
+                "retryable": draw(st.none() | st.booleans()),
+                "retry_count": draw(st.integers(0, 5)),
+                "latency_ms": draw(finite),
+                "input_tokens": draw(st.integers(0, 10**6)),
+                "output_tokens": draw(st.integers(0, 10**6)),
+                "text": draw(text),
+            }
+        )
+    if draw(st.booleans()):
+        out.append(
+            {
+                "index": len(out) + 1,
+                "kind": "final_answer",
+                "tool_name": "",
+                "tool_use_id": "",
+                "input": None,
+                "attempts": [],
+                "result_content": None,
+                "is_error": False,
+                "category": None,
+                "retryable": None,
+                "retry_count": 0,
+                "latency_ms": 0.0,
+                "input_tokens": draw(st.integers(0, 10**6)),
+                "output_tokens": draw(st.integers(0, 10**6)),
+                "text": draw(text),
+            }
+        )
+    return out
+
+
+@st.composite
+def documents(draw) -> dict:
+    started = draw(moment)
+    verdict = draw(st.none() | st.sampled_from(["pass", "fail"]))
+    run = {
+        "external_id": draw(st.just("") | st.text(alphabet="abcdef0123456789", min_size=1, max_size=32)),
+        "scenario": draw(st.text(alphabet="abcdefghij-", max_size=20)),
+        "policy": draw(st.text(alphabet="abcdefghij_", max_size=20)),
+        "policy_settings": draw(st.dictionaries(st.sampled_from(["error_format", "max_attempts"]), json_values)),
+        "source": draw(st.text(alphabet="abcdefghij .", max_size=30)),
+        "model": draw(text),
+        "task": draw(text),
+        "status": "finished",
+        "stop_reason": draw(st.none() | st.sampled_from([s.value for s in StopReason])),
+        "final_answer": draw(text),
+        "verdict": verdict,
+        "verdict_reason": draw(text) if verdict else "",
+        "error": draw(text),
+        "guard": draw(text),
+        "started_at": started.isoformat(),
+        "finished_at": (started + timedelta(seconds=draw(st.integers(0, 10**5)))).isoformat(),
+        "labels": draw(st.dictionaries(KEYS, st.none() | st.booleans() | st.integers(-1000, 1000) | text, max_size=3)),
+        "transcript": draw(st.none() | st.dictionaries(KEYS, json_values, min_size=1, max_size=2)),
+    }
+    return {"format": "rlt.run/1", "run": run, "steps": draw(steps())}
+
+
+def as_json(value):
+    return json.loads(json.dumps(value))
+
+
+def moments_equal(a: str | None, b: str | None) -> bool:
+    parse = datetime.fromisoformat
+    return (a is None and b is None) or parse(a.replace("Z", "+00:00")) == parse(b.replace("Z", "+00:00"))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(doc=documents())
+def test_import_then_export_gives_the_same_steps_and_fields(doc):
+    run = ingest.run_import(document=ingest.document_validate(doc))
+    run.refresh_from_db()
+    exported = as_json(ingest.run_export(run=run))
+    assert exported["format"] == "rlt.run/1"
+    assert exported["steps"] == as_json(doc["steps"])
+    for name, value in as_json(doc["run"]).items():
+        if name.endswith("_at"):
+            assert moments_equal(exported["run"][name], value), name
+        else:
+            assert exported["run"][name] == value, name
+    # and an export imported again exports the same
+    again = ingest.run_import(
+        document=ingest.document_validate(dict(exported, run=dict(exported["run"], external_id="")))
+    )
+    second = as_json(ingest.run_export(run=again))
+    assert second["steps"] == exported["steps"]
+    assert {k: v for k, v in second["run"].items() if k != "external_id"} == {
+        k: v for k, v in exported["run"].items() if k != "external_id"
+    }

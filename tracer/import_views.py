@@ -1,0 +1,91 @@
+"""Import and export pages: the upload page, and run documents to download (a run, a compare pair,
+an experiment). The work is ``tracer.ingest``'s; these views check who may, and answer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from . import access, ingest
+from .forms import CompareForm, ImportForm
+from .models import Experiment, Run
+
+# The report lists at most this many documents per file (every refusal first); the counts are whole.
+REPORT_ITEMS_SHOWN = 200
+
+
+def _report_rows(report: ingest.FileReport) -> list[ingest.ItemReport]:
+    refused = [item for item in report.items if not item.ok]
+    imported = [item for item in report.items if item.ok]
+    return (refused + imported)[:REPORT_ITEMS_SHOWN]
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def import_runs(request: HttpRequest) -> HttpResponse:
+    """The upload page: several files at once; a report per file and per document of what was
+    imported and what was refused, with the path of each bad field."""
+    access.permission_require(user=request.user, perms=access.IMPORT, action="import runs")
+    form = ImportForm(request.POST or None, request.FILES or None)
+    reports = []
+    if request.method == "POST" and form.is_valid():
+        for upload in form.cleaned_data["files"]:
+            report = ingest.file_import(
+                name=upload.name,
+                data=upload.read(),
+                user=request.user,
+                scenario=form.cleaned_data["scenario"],
+                policy=form.cleaned_data["policy"],
+            )
+            reports.append({"file": report, "rows": _report_rows(report)})
+    context = {"form": form, "reports": reports, "shown": REPORT_ITEMS_SHOWN}
+    if request.htmx:
+        return render(request, "tracer/import.html#import-report", context)
+    return render(request, "tracer/import.html", context)
+
+
+def _lines(documents: Iterable[dict]) -> Iterator[str]:
+    for document in documents:
+        yield ingest.document_dumps(document) + "\n"
+
+
+def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def run_export(request: HttpRequest, pk: int) -> HttpResponse:
+    """One run as a run document (``rlt.run/1``), downloaded."""
+    run = get_object_or_404(Run, pk=pk)
+    body = ingest.document_dumps(ingest.run_export(run=run))
+    return _attachment(HttpResponse(body, content_type="application/json"), f"run-{run.pk}.json")
+
+
+@login_required
+@require_GET
+def compare_export(request: HttpRequest) -> HttpResponse:
+    """The two runs of a comparison as JSON Lines (run A, then run B), downloaded."""
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        problems = "; ".join(f"{form.fields[f].label}: {' '.join(e)}" for f, e in form.errors.items())
+        return HttpResponse(problems + "\n", status=400, content_type="text/plain; charset=utf-8")
+    a = get_object_or_404(Run, pk=form.cleaned_data["a"])
+    b = get_object_or_404(Run, pk=form.cleaned_data["b"])
+    response = HttpResponse("".join(_lines(ingest.runs_export(runs=[a, b]))), content_type="application/x-ndjson")
+    return _attachment(response, f"compare-{a.pk}-{b.pk}.jsonl")
+
+
+@login_required
+@require_GET
+def experiment_export(request: HttpRequest, pk: int) -> HttpResponse:
+    """Every top-level run of an experiment as JSON Lines, streamed (a few queries per 200 runs)."""
+    experiment = get_object_or_404(Experiment, pk=pk)
+    runs = experiment.runs.filter(parent__isnull=True).order_by("id").iterator(chunk_size=ingest.EXPORT_BATCH)
+    response = StreamingHttpResponse(_lines(ingest.runs_export(runs=runs)), content_type="application/x-ndjson")
+    return _attachment(response, f"experiment-{experiment.pk}.jsonl")
