@@ -1,6 +1,8 @@
-"""Command line: ``python -m agents run --scenario NAME --policy NAME`` prints a run's trace; ``list`` lists.
+"""Command line: ``python -m agents run --scenario NAME --policy NAME`` prints a run's trace; ``list`` lists;
+``verdicts`` runs every scenario under every preset (simulated) and prints the verdict table.
 
-Bad arguments get a message naming what was wrong and what is expected, and exit code 2.
+Scenario packs named in ``RLT_SCENARIO_PACKS`` are loaded first. Bad arguments, and a pack that cannot
+be loaded, get a message naming what was wrong and what is expected, and exit code 2.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, TextIO
 from .llm.registry import make_backend
 from .policies import PRESETS, PolicyError, get_policy
 from .run import run_scenario
-from .scenarios import SCENARIOS
+from .scenarios import registry
 from .trace import PrintRecorder
 from .vocabulary import ModelBackendName
 
@@ -48,28 +50,58 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--cassette", help="a recorded cassette to replay (with --model replay)")
     run.add_argument("--record", help="write this run's model requests and responses to a cassette file")
     run.add_argument("--seed", type=int, default=0, help="seed for the backoff jitter")
-    sub.add_parser("list", help="list scenarios, policies and model backends")
+    sub.add_parser("list", help="list scenarios (by pack), policies and model backends")
+    sub.add_parser(
+        "verdicts", help="run every scenario under every preset with the simulated model; print the verdict table"
+    )
     return top
 
 
 def list_all(out: TextIO) -> None:
-    print("scenarios:", file=out)
-    for s in SCENARIOS.values():
-        print(f"  {s.name:24} {s.title}", file=out)
+    for loaded in registry().packs:
+        print(f"scenarios in pack {loaded.name} ({loaded.title}; module {loaded.module}):", file=out)
+        for s in loaded.scenarios:
+            print(f"  {s.name:24} {s.title}", file=out)
     print("policies:", file=out)
     for p in PRESETS.values():
         print(f"  {p.name:24} {p.description}", file=out)
     print(f"model backends: {', '.join(ModelBackendName)} (simulated is deterministic rules, not Claude)", file=out)
 
 
+def verdict_cell(verdict) -> str:
+    """``pass``, or ``fail:`` and the checks that failed, for the verdict table."""
+    if verdict.passed:
+        return "pass"
+    failed = [c for c in verdict.checks if not c["passed"]]
+    short = [c["name"] + (f" ({c['detail']})" if 0 < len(c.get("detail") or "") <= 40 else "") for c in failed]
+    return "fail: " + "; ".join(short)
+
+
+def verdict_table() -> str:
+    """Every registered scenario under every preset (simulated model), as the Markdown table in docs/agents.md."""
+    lines = [
+        "| scenario | " + " | ".join(PRESETS) + " |",
+        "|---|" + "---|" * len(PRESETS),
+    ]
+    for name in registry().scenarios:
+        cells = [verdict_cell(run_scenario(name, policy).end.verdict) for policy in PRESETS]
+        lines.append(f"| {name} | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += ["", "What each judge checks:", "", "| scenario | pack | checks |", "|---|---|---|"]
+    for name, scenario in registry().scenarios.items():
+        checks = "; ".join(scenario.judge_checks) or "(a judge function)"
+        lines.append(f"| {name} | {registry().pack_of[name].name} | {checks.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace, out: TextIO) -> None:
-    if args.scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {args.scenario!r}; expected one of: {', '.join(SCENARIOS)}")
+    known = registry().scenarios
+    if args.scenario not in known:
+        raise ValueError(f"unknown scenario {args.scenario!r}; expected one of: {', '.join(known)}")
+    scenario = known[args.scenario]
     policy = get_policy(_policy_arg(args.policy))
     if args.cassette and args.model != ModelBackendName.REPLAY:
         raise ValueError("--cassette is only read by --model replay")
     backend = make_backend(args.model, cassette=args.cassette, record_to=args.record)
-    scenario = SCENARIOS[args.scenario]
     print(f"model: {backend.label} [{backend.model}]", file=out)
     print(f"scenario: {scenario.name} ({scenario.title})", file=out)
     print(f"policy: {policy.name} ({policy.description or 'custom variant'})", file=out)
@@ -89,6 +121,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     try:
         if args.command == "list":
             list_all(out)
+        elif args.command == "verdicts":
+            print(verdict_table(), file=out)
         else:
             run(args, out)
     except ValueError as exc:  # PolicyError is a ValueError too

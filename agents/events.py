@@ -97,7 +97,8 @@ class RunStart:
 @dataclass
 class Verdict:
     passed: bool
-    reason: str
+    reason: str  # e.g. "refund not applied ✓; answer gives 30 days ✗" (each check, ✗ with what was found)
+    checks: list[dict[str, Any]] = field(default_factory=list)  # each check's name, passed and detail
 
 
 @dataclass

@@ -19,7 +19,7 @@ from .errors import error_json
 from .events import Attempt, Recorder, RunEnd, RunStart, StepEvent, Verdict
 from .llm.base import ModelBackend, ModelClient, ModelError
 from .llm.replay import ReplayMismatch
-from .llm.simulated import Persona
+from .persona import Persona
 from .policies import Policy
 from .runner import Outcome
 from .tools import Toolbox

@@ -1,4 +1,5 @@
-"""Shared fixtures: hand-made agent events and a real Celery worker process on this test database.
+"""Shared fixtures: a real Celery worker process on this test database (events and rows to record
+are built in ``tests/factories.py``).
 
 Each pytest session has its own SQLite test file (or PostgreSQL test database) and its own queue
 name (see config/settings.py), so a worker started here takes only this session's tasks.
@@ -22,10 +23,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from agents.events import Attempt, StepEvent
 from agents.scenarios import ENV_VAR as SCENARIO_PACKS_VAR
 from agents.scenarios import registry_reset
-from agents.vocabulary import StepKind
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ARTIFACTS = BASE_DIR / "test-artifacts"
@@ -34,40 +33,6 @@ ARTIFACTS = BASE_DIR / "test-artifacts"
 # list of scenarios it compares, here and in the workers it starts. Tests that need a pack load it.
 os.environ.pop(SCENARIO_PACKS_VAR, None)
 registry_reset()
-
-
-def failed_attempt(number: int, *, category: str = "business", retryable: bool = False, message: str = "no") -> Attempt:
-    return Attempt(number=number, ok=False, content=None, category=category, retryable=retryable, message=message)
-
-
-def ok_attempt(number: int, content="ok", *, empty: bool = False) -> Attempt:
-    return Attempt(number=number, ok=True, content=content, empty=empty)
-
-
-def tool_step(
-    index: int, attempts: list[Attempt], *, tool: str = "process_refund", input=None, tokens=(10, 5)
-) -> StepEvent:
-    last = attempts[-1]
-    return StepEvent(
-        index=index,
-        kind=StepKind.TOOL_USE,
-        tool_name=tool,
-        tool_use_id=f"toolu_{index:02d}",
-        input=input if input is not None else {"order_id": "0871"},
-        attempts=attempts,
-        result_content=last.content if last.ok else "Error",
-        is_error=not last.ok,
-        category=last.category,
-        retryable=last.retryable,
-        retry_count=len(attempts) - 1,
-        latency_ms=1.5 * len(attempts),
-        input_tokens=tokens[0],
-        output_tokens=tokens[1],
-    )
-
-
-def final_step(index: int, text: str = "Done.") -> StepEvent:
-    return StepEvent(index=index, kind=StepKind.FINAL_ANSWER, text=text, input_tokens=20, output_tokens=8)
 
 
 def database_url_for_workers() -> str:

@@ -1,7 +1,18 @@
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class TracerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "tracer"
     verbose_name = "Repair Loop Tracer"
+
+    def ready(self) -> None:
+        # The scenario packs RLT_SCENARIO_PACKS names are loaded as the web process, a worker or a
+        # command starts: a module that cannot be loaded stops it here, named, not mid-run.
+        from agents.scenarios import PackError, registry
+
+        try:
+            registry()
+        except PackError as exc:
+            raise ImproperlyConfigured(str(exc)) from None

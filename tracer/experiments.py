@@ -32,7 +32,7 @@ EXPERIMENT_BACKENDS = (ModelBackendName.SIMULATED, ModelBackendName.CLAUDE)
 
 
 def _scenario_names() -> list[str]:
-    from agents.scenarios import scenario_names  # loads every scenario and the SDK: on first use only
+    from agents.scenarios import scenario_names  # the built-in and RLT_SCENARIO_PACKS packs; no SDK
 
     return list(scenario_names())
 

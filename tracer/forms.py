@@ -149,11 +149,31 @@ class LaunchForm(forms.Form):
     repeats = forms.IntegerField(min_value=1, max_value=50, initial=1)
     name = forms.CharField(required=False, max_length=200)
 
-    def __init__(self, *args: Any, scenarios: list[str], policies: list[str], backends: list[str], **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        scenarios: list[str],
+        policies: list[str],
+        backends: list[str],
+        packs: list[tuple[str, str, list[str]]] | None = None,
+        **kwargs: Any,
+    ):
+        """``packs``: (name, title, scenario names) of each scenario pack, to group the scenarios by."""
         super().__init__(*args, **kwargs)
+        self.packs = packs if packs is not None else [("", "", list(scenarios))]
         self.fields["scenarios"].choices = [(s, s) for s in scenarios]
         self.fields["policies"].choices = [(p, p) for p in policies]
         self.fields["model_backend"].choices = [(b, b) for b in backends]
+
+    def scenario_groups(self) -> list[dict[str, Any]]:
+        """The scenario checkboxes grouped by pack, in the packs' order: name, title and the bound choices."""
+        boxes = {box.data["value"]: box for box in self["scenarios"]}
+        groups = []
+        for name, title, names in self.packs:
+            choices = [boxes[n] for n in names if n in boxes]
+            if choices:
+                groups.append({"name": name, "title": title, "choices": choices})
+        return groups
 
 
 class MultipleFileInput(forms.ClearableFileInput):

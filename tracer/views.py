@@ -200,12 +200,14 @@ def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def launch(request: HttpRequest) -> HttpResponse:
-    from agents.scenarios import scenario_names  # the agent core loads its scenarios on first use
+    from agents.scenarios import scenario_groups  # the packs, loaded as the process started (tracer.apps)
 
     access.permission_require(user=request.user, perms=access.LAUNCH, action="launch experiments")
+    packs = [(p.name, p.title, [s.name for s in p.scenarios]) for p in scenario_groups()]
     form = LaunchForm(
         request.POST or None,
-        scenarios=list(scenario_names()),
+        scenarios=[name for _, _, names in packs for name in names],
+        packs=packs,
         policies=[v.name for v in selectors.policy_variant_list()],
         backends=list(EXPERIMENT_BACKENDS),
     )

@@ -1,15 +1,34 @@
 """The simulated model: deterministic rules, not Claude, served to the SDK as an HTTP transport.
 
-It reads the tool_result in each request the way the lessons describe: it repairs a call when the
-error names the argument and what is expected, explains a refusal that a retry cannot change, relays
-what to do next when a transient failure ran out of retries, answers "no orders" for an empty
-result, and gives up blaming a generic error when it was told only "Error". Each agent's persona
-holds only its opening move (the realistic first mistake), the calls it would fall back to, and
-whether it is a stuck model that repeats a call it cannot fix.
+It reads only the tool_results of the last turn (and the calls they answer, which it made itself),
+and the rules are generic, so they work on any scenario pack (docs/packs.md, "The simulated model"):
+
+1. First turn: the scenario's opening call(s), which the scenario declares as data.
+2. A result that is not an error: it answers from what came back ("You have no orders with us" for
+   a result whose lists are all empty).
+3. An error that names the offending field and what is expected: the same call, repaired —
+   ``field: Input should be 'A', 'B' or 'C'`` (the persona's alternative input holding one of those
+   values, else the allowed value closest to what was sent); ``field 'value' is not in YYYY-MM-DD
+   format`` (the same date in that format); ``unknown thing 'value'; valid things: a, b, c`` (also
+   "known …:", "expected one of …") (the listed value closest to the one sent). Never an input it
+   already sent to that tool.
+4. A stuck persona repeats the call it cannot fix.
+5. A failure that says a retry can help (``isRetryable`` true or category ``transient``) and does not
+   say the harness already ran out of attempts ("still failing after N attempts"): the same call
+   again, once (``Persona.retryable_repeats``).
+6. A bare "Error": the same call again, once (``Persona.bare_error_repeats``; the lessons' personas
+   give up at once); then it gives up, blaming a generic error.
+7. Anything else: it explains, using the message: a permission refusal (what to do instead), a
+   business refusal (why), a validation error (asks for a corrected value), else what failed and what
+   to do next.
+
+Nothing here knows a pack's tools: a persona (``agents.persona``) holds the scenario's opening calls
+and, for the lessons only, a ``Wording`` with the lessons' exact sentences.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -19,37 +38,23 @@ from typing import Any
 
 import httpx2
 
+from ..persona import Call, Persona, Wording
 from ..vocabulary import ErrorCategory, ModelBackendName
 from .base import ModelBackend
+
+__all__ = ["MODEL_NAME", "Call", "Persona", "SimulatedBackend", "SimulatedModel", "SimulatedTransport"]
 
 MODEL_NAME = "simulated-rules-1"
 
 ALLOWED_VALUES = re.compile(r"(?P<field>[\w.]+): Input should be (?P<values>'[^']*'(?:, '[^']*')*(?: or '[^']*')?)")
 WRONG_FORMAT = re.compile(r"(?P<field>\w+) '(?P<value>[^']*)' is not in (?P<fmt>[YMD]{2,4}(?:-[YMD]{2,4})+) format")
-STILL_FAILING = re.compile(r"still failing after (?P<n>\d+) attempts: (?P<what>.+?)(?: timed out)?(?:;|\.|$)")
+LISTED_VALUES = re.compile(
+    r"'(?P<value>[^']+)'[^;]*;\s*(?:valid|known|available|allowed|expected one of)\b[^:]*:\s*"
+    r"(?P<values>[^;]+?)\s*(?:;|\.\s|\.?$)"
+)
+EXHAUSTED = "still failing after"
 DATE_READINGS = ("%d/%m/%Y", "%d.%m.%Y", "%d-%m-%Y", "%Y/%m/%d")
-
-ACTIONS = {
-    "convert_currency": "convert {amount} {from_currency} to {to_currency}",
-    "free_slots": "check the room for {date}",
-    "book_slot": "book the room for {date} at {time}",
-    "lookup": "look up '{key}'",
-    "lookup_orders": "look up your orders",
-    "process_refund": "refund order {order_id}",
-    "lookup_order": "look up order {order_id}",
-    "callback_check": "check for a call back",
-    "run_subagent": "check the orders",
-}
-
-
-@dataclass(frozen=True)
-class Persona:
-    """What the simulated model brings to one agent before reading any tool_result."""
-
-    opening: tuple[tuple[str, dict[str, Any]], ...]  # the calls of its first turn
-    alternatives: tuple[dict[str, Any], ...] = ()  # inputs it would try instead, in order
-    repeats_when_stuck: bool = False  # repeats a call it cannot fix (the stuck model)
-    coordinator: bool = False  # composes a report from its sub-agents' results
+GENERIC = Wording()
 
 
 @dataclass
@@ -63,10 +68,20 @@ class Reading:
     data: Any = None
     category: str | None = None
     message: str = ""
+    retryable: bool | None = None
 
     @property
     def gives_no_reason(self) -> bool:
         return self.is_error and self.message.strip() in ("", "Error")
+
+    @property
+    def says_retry_helps(self) -> bool:
+        """The failure says a retry can help, and not that the harness already ran out of attempts."""
+        hopeful = self.retryable is True or self.category == ErrorCategory.TRANSIENT
+        return self.is_error and hopeful and EXHAUSTED not in self.message
+
+    def same_call(self, other: Reading) -> bool:
+        return self.name == other.name and self.input == other.input
 
 
 def _text_of(content: Any) -> str:
@@ -89,16 +104,11 @@ def read_result(block: dict[str, Any], call: dict[str, Any]) -> Reading:
         if isinstance(err, dict):
             reading.category = err.get("errorCategory")
             reading.message = str(err.get("message", ""))
+            flag = err.get("isRetryable")
+            reading.retryable = flag if isinstance(flag, bool) else None
         elif isinstance(err, str):
             reading.message = err
     return reading
-
-
-def action(reading: Reading) -> str:
-    try:
-        return ACTIONS[reading.name].format(**reading.input)
-    except (KeyError, IndexError):
-        return f"run {reading.name}"
 
 
 def lower_first(text: str) -> str:
@@ -108,14 +118,6 @@ def lower_first(text: str) -> str:
 def full_stop(text: str) -> str:
     text = text.rstrip()
     return text if text.endswith((".", "!", "?")) else text + "."
-
-
-def times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n} times")
-
-
-def join_and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def to_user(advice: str) -> str:
@@ -142,112 +144,60 @@ def reformat_date(value: str, fmt: str) -> str | None:
     return None
 
 
-def repair(reading: Reading, persona: Persona) -> tuple[dict[str, Any], str] | None:
-    """A corrected input when the error names the argument and what it expects, with the reason said aloud."""
+def closest(sent: Any, allowed: list[str]) -> str:
+    """The allowed value most like the one sent (case-insensitive); the first listed on a tie."""
+    said = str(sent).lower()
+    return max(allowed, key=lambda v: (difflib.SequenceMatcher(None, said, v.lower()).ratio(), -allowed.index(v)))
+
+
+def split_values(values: str) -> list[str]:
+    parts = re.split(r",\s*|\s+or\s+|\s+and\s+", values.strip().rstrip("."))
+    return [p.strip().strip("'\"") for p in parts if p.strip().strip("'\"")]
+
+
+def repair(reading: Reading, persona: Persona, tried: list[dict[str, Any]]) -> tuple[dict[str, Any], str] | None:
+    """A corrected input when the error names the argument and what it expects, with the reason said aloud.
+
+    ``tried`` holds every input already sent to this tool: none of them is proposed again.
+    """
     for m in ALLOWED_VALUES.finditer(reading.message):
         allowed = re.findall(r"'([^']*)'", m.group("values"))
         name = m.group("field")
         for alternative in persona.alternatives:
-            if str(alternative.get(name)) in allowed and alternative != reading.input:
+            if str(alternative.get(name)) in allowed and alternative not in tried:
                 return dict(alternative), f"The tool accepts {name} {m.group('values')}; trying {alternative[name]}."
+        if name in reading.input:
+            untried = [v for v in allowed if {**reading.input, name: v} not in tried]
+            if untried:
+                value = closest(reading.input[name], untried)
+                return {**reading.input, name: value}, f"The tool accepts {name} {m.group('values')}; trying {value}."
     m = WRONG_FORMAT.search(reading.message)
     if m and m.group("field") in reading.input:
         fixed = reformat_date(m.group("value"), m.group("fmt"))
-        if fixed:
+        if fixed and {**reading.input, m.group("field"): fixed} not in tried:
             return {**reading.input, m.group("field"): fixed}, f"Resending {m.group('field')} as {m.group('fmt')}."
+    for m in LISTED_VALUES.finditer(reading.message):
+        sent = m.group("value")
+        name = next((k for k, v in reading.input.items() if str(v) == sent), None)
+        if name is None:
+            continue
+        untried = [v for v in split_values(m.group("values")) if {**reading.input, name: v} not in tried]
+        if untried:
+            value = closest(sent, untried)
+            return {
+                **reading.input,
+                name: value,
+            }, f"The error lists the {name.replace('_', ' ')} values it knows; trying {value}."
     return None
 
 
-def success_reply(r: Reading) -> str:
-    d = r.data if isinstance(r.data, dict) else {}
-    if r.name == "convert_currency":
-        m = re.match(r"[\d.]+ (\w+) = ([\d.]+) (\w+)", r.text)
-        if m:
-            return f"{r.input.get('amount')} {m.group(1)} is about {m.group(2)} {m.group(3)}."
-    if r.name == "free_slots" and "free" in d:
-        free = d["free"]
-        if not free:
-            return f"The room is fully booked on {d['date']}."
-        more = f" (and {len(free) - 4} more slots)" if len(free) > 4 else ""
-        return f"On {d['date']} the room is free at: {', '.join(free[:4])}{more}."
-    lists = {k: v for k, v in d.items() if isinstance(v, list)}
-    if lists and not any(lists.values()):
-        return f"You have no {next(iter(lists))} with us: the lookup found none."
-    if r.name == "lookup_orders":
-        listed = ", ".join(f"{o['order_id']} ({o['item']}, {o['status']})" for o in d["orders"])
-        return f"Here are your orders: {listed}."
-    if r.name == "lookup" and "value" in d:
-        return f"The value for '{d['key']}' is {d['value']}."
-    if r.name == "process_refund" and "refund_id" in d:
-        return (
-            f"Done: order {d['order_id']} is refunded and {d['amount']} goes back to your original payment "
-            f"method (refund {d['refund_id']})."
-        )
-    if r.name == "lookup_order" and "status" in d:
-        return f"Order {d['order_id']} found: {d['item']}, {d['status']}."
-    if r.name == "callback_check":
-        return f"Support can call {d.get('customer', 'the customer')} back ({d.get('call_back', 'soon')})."
-    return f"Here is what came back: {r.text}"
-
-
-def failure_reply(r: Reading, tools: list[str]) -> str:
-    what, _, advice = r.message.partition("; ")
-    if r.gives_no_reason:
-        return (
-            f"I wasn't able to {action(r)} because the system returned a generic error without saying why. "
-            "Please contact us again to retry, or double-check the details if they don't look right."
-        )
-    if r.category == ErrorCategory.PERMISSION:
-        reply = f"I can't {action(r)}: {lower_first(what.rstrip('.'))}"
-        reply = full_stop(f"{reply}, so {to_user(advice)}" if advice else reply)
-        if "lookup_orders" in tools and r.name != "lookup_orders":
-            reply += " I can look up the orders on your own account if you'd like."
-        return reply
-    if r.category == ErrorCategory.BUSINESS:
-        because = ", and ".join(lower_first(s.strip().rstrip(".")) for s in r.message.split(". ") if s.strip())
-        return f"I'm sorry, but I couldn't {action(r)} because {because}."
-    if r.category == ErrorCategory.VALIDATION:
-        asked = next(iter(r.input), "input").replace("_", " ")
-        return f"I couldn't {action(r)}. {full_stop(r.message)} Could you send me the corrected {asked}?"
-    reply = f"I couldn't {action(r)}: {full_stop(lower_first(what))}"
-    return f"{reply} {advice_sentence(advice)}" if advice else reply
-
-
-def coordinator_reply(readings: list[Reading]) -> str:
-    """Lesson 002's failed / tried / partial / next report, from what the sub-agents passed up."""
-    if any(r.gives_no_reason for r in readings):
-        return failure_reply(next(r for r in readings if r.gives_no_reason), [])
-    found = [m.group(1) for r in readings if not r.is_error for m in [re.search(r"Order (\d{4}) found", r.text)] if m]
-    call_back = any("call" in r.text and "back" in r.text for r in readings if not r.is_error)
-    failures = [r for r in readings if r.is_error]
-    if not failures:
-        return f"All orders found: {join_and(found)}." if found else "Nothing to report."
-    failed, tried, missing = [], [], []
-    for r in failures:
-        m = STILL_FAILING.search(r.message)
-        if m:
-            attempts = int(m.group("n"))
-            timed_out = " timed out" in r.message[m.start() :]
-            failed.append(f"{m.group('what')}, {'timed out' if timed_out else 'failed'} {times(attempts)}")
-            tried.append(f"retried {times(attempts - 1)}, locally" if attempts > 1 else "not retried")
-        else:
-            failed.append(r.message)
-            tried.append("not retried")
-        missing += re.findall(r"order (\d{4})", r.message)[:1]
-    partial = f"orders {join_and(found)} found" if found else "nothing found"
-    if missing:
-        partial += f", {join_and(missing)} not checked"
-    next_step = (
-        "the customer can wait for a call back or ask again" if call_back else "the customer can ask again later"
-    )
-    return "\n".join(
-        [
-            f"failed:  {'; '.join(failed)}",
-            f"tried:   {'; '.join(tried)}",
-            f"partial: {partial}",
-            f"next:    {next_step}",
-        ]
-    )
+def summarise(value: Any) -> str:
+    """A tool's JSON result as a sentence fragment: every field and value, nothing left out."""
+    if isinstance(value, dict):
+        return ", ".join(f"{str(k).replace('_', ' ')} {summarise(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(f"({summarise(v)})" if isinstance(v, dict) else summarise(v) for v in value) or "none"
+    return str(value)
 
 
 class SimulatedModel:
@@ -255,6 +205,8 @@ class SimulatedModel:
 
     def __init__(self, persona: Persona) -> None:
         self.persona = persona
+        self.wording = persona.wording or GENERIC
+        self.descriptions: dict[str, str] = {}  # tool name -> description, from the request being answered
 
     def respond(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages") or []
@@ -272,8 +224,54 @@ class SimulatedModel:
             "usage": {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": len(json.dumps(content)) // 4},
         }
 
+    # --- wording ----------------------------------------------------------------------------
+
+    def action(self, r: Reading) -> str:
+        said = self.wording.action(r.name, r.input)
+        if said:
+            return said
+        description = self.descriptions.get(r.name, "").strip()
+        first = re.split(r"(?<=[.!?])\s|\n", description, maxsplit=1)[0].rstrip(".!? ") if description else ""
+        return lower_first(first) if first and len(first) <= 80 else f"run {r.name}"
+
+    def success_reply(self, r: Reading) -> str:
+        said = self.wording.success(r)
+        if said:
+            return said
+        d = r.data if isinstance(r.data, dict) else {}
+        lists = {k: v for k, v in d.items() if isinstance(v, list)}
+        if lists and not any(lists.values()):
+            return f"You have no {next(iter(lists))} with us: the lookup found none."
+        found = summarise(r.data) if r.data is not None else r.text
+        return full_stop(f"Here is what {r.name} returned: {found}")
+
+    def failure_reply(self, r: Reading, tools: list[str]) -> str:
+        what, _, advice = r.message.partition("; ")
+        if r.gives_no_reason:
+            return (
+                f"I wasn't able to {self.action(r)} because the system returned a generic error without saying why. "
+                "Please contact us again to retry, or double-check the details if they don't look right."
+            )
+        if r.category == ErrorCategory.PERMISSION:
+            reply = f"I can't {self.action(r)}: {lower_first(what.rstrip('.'))}"
+            reply = full_stop(f"{reply}, so {to_user(advice)}" if advice else reply)
+            offer = self.wording.offer(r, tools)
+            return f"{reply} {offer}" if offer else reply
+        if r.category == ErrorCategory.BUSINESS:
+            because = ", and ".join(lower_first(s.strip().rstrip(".")) for s in r.message.split(". ") if s.strip())
+            return f"I'm sorry, but I couldn't {self.action(r)} because {because}."
+        if r.category == ErrorCategory.VALIDATION:
+            asked = next(iter(r.input), "input").replace("_", " ")
+            return f"I couldn't {self.action(r)}. {full_stop(r.message)} Could you send me the corrected {asked}?"
+        reply = f"I couldn't {self.action(r)}: {full_stop(lower_first(what))}"
+        return f"{reply} {advice_sentence(advice)}" if advice else reply
+
+    # --- the rules --------------------------------------------------------------------------
+
     def next_move(self, body: dict[str, Any], turn: int) -> list[dict[str, Any]]:
         messages = body.get("messages") or []
+        tools = body.get("tools") or []
+        self.descriptions = {t.get("name", ""): t.get("description") or "" for t in tools}
         last = messages[-1].get("content") if messages else None
         results = (
             [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"]
@@ -289,19 +287,38 @@ class SimulatedModel:
             for b in m["content"]
             if b.get("type") == "tool_use"
         }
-        readings = [read_result(b, calls.get(b.get("tool_use_id"), {})) for b in results]
+        history = [
+            read_result(b, calls.get(b.get("tool_use_id"), {}))
+            for m in messages
+            if m.get("role") == "user" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+        readings = history[-len(results) :]
         if self.persona.coordinator:
-            return [_text(coordinator_reply(readings))]
-        r = readings[-1]
-        if not r.is_error:
-            return [_text(success_reply(r))]
-        repaired = repair(r, self.persona)
+            report = self.wording.report(readings)
+            if report is not None:
+                return [_text(report)]
+        errors = [r for r in readings if r.is_error]
+        if not errors:
+            return [_text(" ".join(self.success_reply(r) for r in readings))]
+        r = errors[0]
+        tried = [h.input for h in history if h.name == r.name]
+        repaired = repair(r, self.persona, tried)
         if repaired:
             args, said = repaired
             return [_text(said), self._use(r.name, args, turn, 0)]
         if self.persona.repeats_when_stuck:
             return [_text("Trying that again."), self._use(r.name, r.input, turn, 0)]
-        return [_text(failure_reply(r, [t.get("name") for t in body.get("tools") or []]))]
+        same = [h for h in history if h.same_call(r)]
+        if r.says_retry_helps and sum(h.says_retry_helps for h in same) <= self.persona.retryable_repeats:
+            return [_text("The tool says a retry can help; trying again."), self._use(r.name, r.input, turn, 0)]
+        if r.gives_no_reason and sum(h.gives_no_reason for h in same) <= self.persona.bare_error_repeats:
+            return [
+                _text('The tool said only "Error"; trying the same call again.'),
+                self._use(r.name, r.input, turn, 0),
+            ]
+        return [_text(self.failure_reply(r, [t.get("name") for t in tools]))]
 
     @staticmethod
     def _use(name: str, args: dict[str, Any], turn: int, k: int) -> dict[str, Any]:

@@ -102,6 +102,7 @@ class LumenWorld:
         self.payments = payments or PaymentService()
         self.slow_lookups = set(slow_lookups)  # order ids whose lookup always times out
         self.lookup_calls: list[str] = []
+        self.refund_requests: list[str] = []  # every refund the shop was asked for, by order id
 
     def _order_for_customer(self, order_id: str) -> Order:
         order = self.orders.get(order_id)
@@ -117,6 +118,7 @@ class LumenWorld:
         return order
 
     def process_refund(self, order_id: str) -> dict:
+        self.refund_requests.append(order_id)
         order = self._order_for_customer(order_id)
         if order.age_days > REFUND_WINDOW_DAYS:
             raise ToolFailure(

@@ -25,7 +25,10 @@ def test_run_prints_the_backend_label_the_trace_and_the_verdict():
     assert "    attempt 3 after 0.0s backoff: Error [business, not retryable]" in lines
     assert any(line.startswith("final answer: I wasn't able to refund order 0871") for line in lines)
     assert "stop reason: final_answer" in lines
-    assert lines[-1].startswith("verdict: FAIL: process_refund was tried 3 times")
+    assert lines[-1] == (
+        "verdict: FAIL: answered ✓; refund not applied ✓; refund asked for once ✗ (asked 3 times); "
+        "answer gives 30 days ✗; answer gives 239 days ✗"
+    )
 
 
 def test_sub_agent_runs_are_printed_indented_where_they_happen():

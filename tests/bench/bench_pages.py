@@ -206,46 +206,48 @@ class Generator:
             verdict = Run.Verdict.PASS if self.rng.random() < PASS_RATE.get(policy, 0.5) else Run.Verdict.FAIL
         return reason, guard, verdict
 
-    def attempts(self, policy: str, category: str, retryable: bool, message: str, fails: bool) -> list[dict]:
-        """``Attempt.to_dict()`` for each try the policy makes."""
-        ok = {
-            "number": 1,
-            "ok": True,
-            "content": "done",
-            "category": None,
-            "retryable": None,
-            "message": None,
-            "backoff_s": 0.0,
-            "latency_ms": round(self.rng.uniform(2, 40), 2),
-            "empty": False,
-            "result_content": "done",
-        }
+    def attempts(self, policy: str, category: str, retryable: bool, message: str, fails: bool) -> list:
+        """The ``agents.events.Attempt`` of each try the policy makes."""
+        from tests.factories import failed_attempt, ok_attempt
+
+        ok_latency_ms = round(self.rng.uniform(2, 40), 2)
         if not fails:
-            return [ok]
+            return [ok_attempt(1, "done", latency_ms=ok_latency_ms, result_content="done")]
         if policy == "starter" or (policy in ("structured", "message") and retryable):
             tries = 3
         else:
             tries = 1
         out = []
         for number in range(1, tries + 1):
+            backoff_s = 0.0 if number == 1 else 0.2 * 2 ** (number - 2)
             if retryable and number > 1 and self.rng.random() < 0.5:
-                out.append({**ok, "number": number, "backoff_s": 0.2 * 2 ** (number - 2)})
+                out.append(
+                    ok_attempt(number, "done", backoff_s=backoff_s, latency_ms=ok_latency_ms, result_content="done")
+                )
                 break
             out.append(
-                {
-                    "number": number,
-                    "ok": False,
-                    "content": None,
-                    "category": category,
-                    "retryable": retryable,
-                    "message": message,
-                    "backoff_s": 0.0 if number == 1 else 0.2 * 2 ** (number - 2),
-                    "latency_ms": round(self.rng.uniform(2, 40), 2),
-                    "empty": False,
-                    "result_content": self.result(policy, category, retryable, message),
-                }
+                failed_attempt(
+                    number,
+                    category=category,
+                    retryable=retryable,
+                    message=message,
+                    backoff_s=backoff_s,
+                    latency_ms=round(self.rng.uniform(2, 40), 2),
+                    result_content=self.result(policy, category, retryable, message),
+                )
             )
         return out
+
+    @staticmethod
+    def row(step, *, created, tool_use_id: str = ""):
+        """The recorder's row of ``step``, dated ``step.index`` seconds after ``created``."""
+        from tests.factories import step_row
+
+        row = step_row(step)
+        row.created_at = created + timedelta(seconds=step.index)
+        if tool_use_id:
+            row.tool_use_id = tool_use_id
+        return row
 
     @staticmethod
     def result(policy: str, category: str, retryable: bool, message: str):
@@ -266,8 +268,11 @@ class Generator:
         steps: int | None = None,
         experiment=None,
     ):
-        """An unsaved Run and its unsaved Steps (``run`` set after the run is saved)."""
-        from tracer.models import Run, Step
+        """An unsaved Run and its unsaved Steps (``run`` set after the run is saved): the steps as agent
+        events (``tests.factories``), stored and counted the way the recorder does."""
+        from tests.factories import final_step, tool_step
+        from tracer import recording
+        from tracer.models import Run
 
         rng = self.rng
         n = steps or self.step_count()
@@ -281,50 +286,17 @@ class Generator:
             if reason in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.CRASHED, Run.StopReason.FATAL_ERROR)
             else 0
         )
-        rows, search = [], []
-        counters = dict(
-            step_count=n,
-            tool_call_count=tool_steps,
-            error_count=0,
-            retry_count=0,
-            wasted_retry_count=0,
-            input_tokens=0,
-            output_tokens=0,
-        )
+        rows, events = [], []
         for i in range(1, tool_steps + 1):
             fails = i > tool_steps - forced_errors or rng.random() < 0.35
             attempts = self.attempts(policy, category, retryable, message, fails)
-            last = attempts[-1]
-            is_error = not last["ok"]
-            retries = len(attempts) - 1
-            wasted = sum(1 for a in attempts[:-1] if a["ok"] or a["retryable"] is False)
             step_input = {**base_input, "note": rng.choice(WORDS), "request_id": f"req-{number}-{i}"}
-            tokens_in, tokens_out = 120 + 45 * i, rng.randint(20, 70)
-            counters["error_count"] += is_error
-            counters["retry_count"] += retries
-            counters["wasted_retry_count"] += wasted
-            counters["input_tokens"] += tokens_in
-            counters["output_tokens"] += tokens_out
-            search.append(f"{tool} {_dumps(step_input)}")
-            rows.append(
-                Step(
-                    index=i,
-                    kind=Step.Kind.TOOL_USE,
-                    tool_name=tool,
-                    tool_use_id=f"toolu_{number:07d}_{i:03d}",
-                    input=step_input,
-                    attempts=attempts,
-                    result_content=last["result_content"],
-                    is_error=is_error,
-                    category=category if is_error else "",
-                    retryable=retryable if is_error else None,
-                    retry_count=retries,
-                    latency_ms=round(sum(a["latency_ms"] + 1000 * a["backoff_s"] for a in attempts), 2),
-                    input_tokens=tokens_in,
-                    output_tokens=tokens_out,
-                    created_at=created + timedelta(seconds=i),
-                )
+            tokens = (120 + 45 * i, rng.randint(20, 70))
+            step = tool_step(
+                i, attempts, tool=tool, input=step_input, result_content=attempts[-1].result_content, tokens=tokens
             )
+            rows.append(self.row(step, created=created, tool_use_id=f"toolu_{number:07d}_{i:03d}"))
+            events.append(step)
         answer = ""
         if ends_in_answer:
             word = rng.choice(WORDS)
@@ -333,23 +305,22 @@ class Generator:
                     f"I couldn't finish that: {message.lower()}. Your {word} order is unchanged; "
                     f"reply here if you want me to try another way."
                 )
-                if counters["error_count"]
+                if any(step.is_error for step in events)
                 else (f"Done: the {word} request went through. Reference req-{number}.")
             )
-            tokens_in = 120 + 45 * n
-            counters["input_tokens"] += tokens_in
-            counters["output_tokens"] += 80
-            search.append(answer)
-            rows.append(
-                Step(
-                    index=n,
-                    kind=Step.Kind.FINAL_ANSWER,
-                    text=answer,
-                    input_tokens=tokens_in,
-                    output_tokens=80,
-                    created_at=created + timedelta(seconds=n),
-                )
-            )
+            step = final_step(n, answer, tokens=(120 + 45 * n, 80))
+            rows.append(self.row(step, created=created))
+            events.append(step)
+        counters = dict(
+            step_count=n,
+            tool_call_count=tool_steps,
+            error_count=sum(step.is_error for step in events),
+            retry_count=sum(step.retry_count for step in events),
+            wasted_retry_count=sum(recording._wasted_retries(step) for step in events),
+            input_tokens=sum(step.input_tokens for step in events),
+            output_tokens=sum(step.output_tokens for step in events),
+        )
+        search_text = "".join(text + "\n" for step in events if (text := recording._search_text(step)))
         task = f"{scenario or 'imported transcript'} #{number}"
         run = Run(
             experiment=experiment,
@@ -370,7 +341,7 @@ class Generator:
             error=message if reason in (Run.StopReason.CRASHED, Run.StopReason.FATAL_ERROR) else "",
             transcript=[{"role": "user", "content": task}]
             + ([{"role": "assistant", "content": answer}] if answer else []),
-            search_text="".join(s + "\n" for s in search),
+            search_text=search_text,
             worker_name="bench@host",
             created_at=created,
             started_at=created,
@@ -378,12 +349,6 @@ class Generator:
             **counters,
         )
         return run, rows
-
-
-def _dumps(value) -> str:
-    import json
-
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def generate(args, rng: random.Random) -> dict:

@@ -2,61 +2,31 @@
 
 from types import SimpleNamespace
 
+from agents.events import StepEvent
+from tests.factories import TOO_OLD, failed_attempt, final_step, ok_attempt, step_fields, tool_step
 from tracer.divergence import attempt_outcome, run_differences, run_divergence
 
 STARTER = {"error_format": "bare", "retry_on": "all", "empty_is_error": True}
 STRUCTURED = {"error_format": "structured", "retry_on": "transient", "empty_is_error": False}
-TOO_OLD = "Refunds close after 30 days. This order is 239 days old."
 
 
-def failure(number, category="business", retryable=False, message=TOO_OLD):
-    return {
-        "number": number,
-        "ok": False,
-        "content": None,
-        "category": category,
-        "retryable": retryable,
-        "message": message,
-        "backoff_s": 0.0,
-        "latency_ms": 3.0,
-        "empty": False,
-    }
-
-
-def success(number, content, empty=False):
-    return {
-        "number": number,
-        "ok": True,
-        "content": content,
-        "category": None,
-        "retryable": None,
-        "message": None,
-        "backoff_s": 0.0,
-        "latency_ms": 2.0,
-        "empty": empty,
-    }
-
-
-def tool(index, name, attempts, **input):
-    return {"index": index, "kind": "tool_use", "tool_name": name, "input": input, "attempts": attempts, "text": ""}
-
-
-def final(index, text):
-    return {"index": index, "kind": "final_answer", "tool_name": "", "input": None, "attempts": [], "text": text}
+def rows(*steps: StepEvent) -> list[dict]:
+    """Steps as stored rows' fields: what the compare page hands to ``run_divergence``."""
+    return [step_fields(step) for step in steps]
 
 
 def refund_starter():
-    return [
-        tool(1, "process_refund", [failure(1), failure(2), failure(3)], order_id="0871"),
-        final(2, "I wasn't able to refund order 0871 because the system returned a generic error."),
-    ]
+    return rows(
+        tool_step(1, [failed_attempt(1), failed_attempt(2), failed_attempt(3)]),
+        final_step(2, "I wasn't able to refund order 0871 because the system returned a generic error."),
+    )
 
 
 def refund_structured():
-    return [
-        tool(1, "process_refund", [failure(1)], order_id="0871"),
-        final(2, "I couldn't refund order 0871 because refunds close 30 days after purchase; it is 239 days old."),
-    ]
+    return rows(
+        tool_step(1, [failed_attempt(1)]),
+        final_step(2, "I couldn't refund order 0871 because refunds close 30 days after purchase; it is 239 days old."),
+    )
 
 
 def test_refund_too_old_splits_where_starter_retried_and_structured_answered():
@@ -106,7 +76,7 @@ def test_identical_runs_do_not_split():
 def test_only_a_different_final_answer_splits_at_the_answer():
     a = refund_structured()
     b = refund_structured()
-    b[1] = final(2, "Sorry, no refund.")
+    [b[1]] = rows(final_step(2, "Sorry, no refund."))
 
     result = run_divergence(a, b, left_policy=STRUCTURED, right_policy=STRUCTURED)
 
@@ -117,25 +87,20 @@ def test_only_a_different_final_answer_splits_at_the_answer():
 
 def test_a_repaired_input_splits_at_the_input_with_the_earlier_error_as_cause():
     # lesson 000: GBP rejected; a run told only "Error" repeats the call, a run told why repairs it
-    rejected = failure(1, "validation", False, "from_currency: Input should be 'JPY', 'USD' or 'EUR'")
+    rejected = failed_attempt(1, category="validation", message="from_currency: Input should be 'JPY', 'USD' or 'EUR'")
+    gbp = {"amount": 100, "from_currency": "GBP", "to_currency": "EUR"}
+    usd = {"amount": 100, "from_currency": "USD", "to_currency": "EUR"}
     message_policy = {"error_format": "message"}
-    repaired = [
-        tool(1, "convert_currency", [rejected], amount=100, from_currency="GBP", to_currency="EUR"),
-        tool(
-            2,
-            "convert_currency",
-            [success(1, "100.0 USD = 92.0 EUR")],
-            amount=100,
-            from_currency="USD",
-            to_currency="EUR",
-        ),
-        final(3, "100 USD is 92.0 EUR."),
-    ]
-    repeated = [
-        tool(1, "convert_currency", [rejected], amount=100, from_currency="GBP", to_currency="EUR"),
-        tool(2, "convert_currency", [rejected], amount=100, from_currency="GBP", to_currency="EUR"),
-        final(3, "Sorry, the conversion failed."),
-    ]
+    repaired = rows(
+        tool_step(1, [rejected], tool="convert_currency", input=gbp),
+        tool_step(2, [ok_attempt(1, "100.0 USD = 92.0 EUR")], tool="convert_currency", input=usd),
+        final_step(3, "100 USD is 92.0 EUR."),
+    )
+    repeated = rows(
+        tool_step(1, [rejected], tool="convert_currency", input=gbp),
+        tool_step(2, [rejected], tool="convert_currency", input=gbp),
+        final_step(3, "Sorry, the conversion failed."),
+    )
 
     result = run_divergence(repaired, repeated, left_policy=message_policy, right_policy=STARTER)
 
@@ -147,12 +112,11 @@ def test_a_repaired_input_splits_at_the_input_with_the_earlier_error_as_cause():
 
 
 def test_a_step_only_one_run_took_is_a_gap():
-    a = [tool(1, "lookup_orders", [success(1, [])], customer="c1"), final(2, "You have no orders.")]
-    b = [
-        tool(1, "lookup_orders", [success(1, [])], customer="c1"),
-        tool(2, "lookup_orders", [success(1, [])], customer="c1"),
-        final(3, "You have no orders."),
-    ]
+    def lookup(index: int) -> StepEvent:
+        return tool_step(index, [ok_attempt(1, [])], tool="lookup_orders", input={"customer": "c1"})
+
+    a = rows(lookup(1), final_step(2, "You have no orders."))
+    b = rows(lookup(1), lookup(2), final_step(3, "You have no orders."))
 
     result = run_divergence(a, b, left_policy=STRUCTURED, right_policy=STRUCTURED)
 
@@ -164,8 +128,10 @@ def test_a_step_only_one_run_took_is_a_gap():
 
 
 def test_a_different_tool_splits_at_that_step():
-    a = [tool(1, "lookup_orders", [success(1, ["0871"])], customer="c1"), final(2, "done")]
-    b = [tool(1, "process_refund", [failure(1)], order_id="0871"), final(2, "done")]
+    a = rows(
+        tool_step(1, [ok_attempt(1, ["0871"])], tool="lookup_orders", input={"customer": "c1"}), final_step(2, "done")
+    )
+    b = rows(tool_step(1, [failed_attempt(1)]), final_step(2, "done"))
 
     result = run_divergence(a, b)
 
@@ -175,15 +141,16 @@ def test_a_different_tool_splits_at_that_step():
 
 
 def test_one_run_answering_where_the_other_calls_a_tool():
-    a = [
-        tool(1, "lookup_orders", [failure(1, "transient", True, "upstream returned 503")], customer="c1"),
-        final(2, "The lookup is down."),
-    ]
-    b = [
-        tool(1, "lookup_orders", [success(1, ["0871"])], customer="c1"),
-        tool(2, "process_refund", [success(1, "refunded")], order_id="0871"),
-        final(3, "Refunded."),
-    ]
+    down = failed_attempt(1, category="transient", retryable=True, message="upstream returned 503")
+    a = rows(
+        tool_step(1, [down], tool="lookup_orders", input={"customer": "c1"}),
+        final_step(2, "The lookup is down."),
+    )
+    b = rows(
+        tool_step(1, [ok_attempt(1, ["0871"])], tool="lookup_orders", input={"customer": "c1"}),
+        tool_step(2, [ok_attempt(1, "refunded")]),
+        final_step(3, "Refunded."),
+    )
 
     result = run_divergence(a, b, left_policy=STRUCTURED, right_policy=STRUCTURED)
 
@@ -194,9 +161,12 @@ def test_one_run_answering_where_the_other_calls_a_tool():
 
 
 def test_the_cause_is_the_nearest_differing_outcome_not_the_first():
-    first_a, first_b = failure(1, "transient", True, "timeout"), success(1, "ok")
-    a = [tool(1, "t", [first_a], x=1), tool(2, "t", [success(1, "v1")], x=2), tool(3, "t", [success(1, "v")], x=3)]
-    b = [tool(1, "t", [first_b], x=1), tool(2, "t", [success(1, "v2")], x=2), tool(3, "t", [success(1, "v")], x=4)]
+    def t(index: int, attempt, x: int) -> StepEvent:
+        return tool_step(index, [attempt], tool="t", input={"x": x})
+
+    timeout = failed_attempt(1, category="transient", retryable=True, message="timeout")
+    a = rows(t(1, timeout, 1), t(2, ok_attempt(1, "v1"), 2), t(3, ok_attempt(1, "v"), 3))
+    b = rows(t(1, ok_attempt(1, "ok"), 1), t(2, ok_attempt(1, "v2"), 2), t(3, ok_attempt(1, "v"), 4))
 
     result = run_divergence(a, b)
 
@@ -205,8 +175,10 @@ def test_the_cause_is_the_nearest_differing_outcome_not_the_first():
 
 
 def test_bare_errors_compare_equal_whatever_the_tool_said():
-    a = [tool(1, "t", [failure(1, "business", False, "closed")], x=1), final(2, "a")]
-    b = [tool(1, "t", [failure(1, "transient", True, "timeout")], x=1), final(2, "b")]
+    closed = failed_attempt(1, category="business", message="closed")
+    timeout = failed_attempt(1, category="transient", retryable=True, message="timeout")
+    a = rows(tool_step(1, [closed], tool="t", input={"x": 1}), final_step(2, "a"))
+    b = rows(tool_step(1, [timeout], tool="t", input={"x": 1}), final_step(2, "b"))
 
     result = run_divergence(a, b, left_policy=STARTER, right_policy=STARTER)
 
@@ -215,17 +187,19 @@ def test_bare_errors_compare_equal_whatever_the_tool_said():
 
 
 def test_attempt_outcome_labels_per_error_format():
-    refusal = failure(1)
+    refusal = failed_attempt(1).to_dict()
     assert attempt_outcome(refusal, error_format="bare").label == 'bare "Error"'
     assert attempt_outcome(refusal, error_format="message").label == f"error: {TOO_OLD}"
     assert attempt_outcome(refusal, error_format="structured").label == "business · not retryable"
     assert attempt_outcome(refusal, error_format="raise").label == "raised"
-    assert attempt_outcome(failure(1, "transient", True)).label == "transient · retryable"
-    assert attempt_outcome(success(1, "x")).label == "ok"
+    assert attempt_outcome(failed_attempt(1, category="transient", retryable=True).to_dict()).label == (
+        "transient · retryable"
+    )
+    assert attempt_outcome(ok_attempt(1, "x").to_dict()).label == "ok"
 
 
 def test_an_empty_result_is_an_error_only_when_the_policy_says_so():
-    empty = success(1, [], empty=True)
+    empty = ok_attempt(1, [], empty=True).to_dict()
     assert attempt_outcome(empty, error_format="structured").label == "empty result"
     assert attempt_outcome(empty, error_format="bare", empty_is_error=True).label == 'bare "Error"'
     assert attempt_outcome(empty, error_format="bare", empty_is_error=True).ok is False

@@ -188,7 +188,7 @@ def test_export_then_import_gives_the_same_steps_and_fields():
 def test_a_run_executed_here_exports_with_its_policy_settings_and_imports_as_a_run_from_outside(settings):
     from agents.events import RunEnd, RunStart
     from agents.policies import PRESETS
-    from tests.conftest import failed_attempt, final_step, tool_step
+    from tests.factories import failed_attempt, final_step, tool_step
     from tracer import recording
 
     run = Run.objects.create(scenario="refund-too-old", policy_name="starter", status=Run.Status.QUEUED)

@@ -21,8 +21,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.events import RunEnd, RunStart
-from tests.conftest import final_step, ok_attempt, tool_step
 from tests.dom import page
+from tests.factories import final_step, ok_attempt, tool_step
 from tracer import execution
 from tracer.execution import LeaseHeartbeat, run_claim, run_execute, runs_sweep
 from tracer.experiments import experiment_launch, run_create

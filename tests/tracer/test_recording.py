@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import Sum
 
 from agents.events import RunEnd, RunStart, Verdict
-from tests.conftest import failed_attempt, final_step, ok_attempt, tool_step
+from tests.factories import failed_attempt, final_step, ok_attempt, tool_step
 from tracer import recording
 from tracer.experiments import run_create
 from tracer.models import Experiment, PolicyVariant, Run, Step

@@ -10,14 +10,17 @@ from tests.factories import (
     RunFactory,
     StepFactory,
     StopReviewFactory,
-    attempt,
+    failed_attempt,
     guard_stop,
+    ok_attempt,
     refund_too_old_starter,
     refund_too_old_structured,
     run_with_steps,
+    step_row,
+    tool_step,
 )
 from tracer import selectors
-from tracer.models import Run, Step
+from tracer.models import Run
 
 pytestmark = pytest.mark.django_db
 
@@ -86,26 +89,16 @@ def test_run_other_policies_gives_the_latest_run_of_each_other_policy():
 
 def test_guard_errors_are_the_errors_in_a_row_at_the_end():
     run = guard_stop()
-    StepFactory(run=run, index=0, is_error=False, attempts=[attempt(1, ok=True, content="fine")])
+    StepFactory(run=run, event=tool_step(0, [ok_attempt(1, "fine")]))
     assert [s.index for s in selectors.run_guard_errors(run=run)] == [1, 2, 3]
     assert selectors.run_guard_errors(run=refund_too_old_structured()) == []
 
 
 def test_failing_calls_group_repeats_and_keep_each_error_text_once():
     run = run_with_steps(1)
+    bad_date = [failed_attempt(n, category="validation", message="bad date") for n in (1, 2)]
     steps = [
-        Step(
-            run=run,
-            index=i,
-            tool_name="free_slots",
-            input={"date": "next Friday"},
-            attempts=[
-                attempt(1, category="validation", message="bad date"),
-                attempt(2, category="validation", message="bad date"),
-            ],
-            result_content="Error",
-        )
-        for i in (1, 2, 3)
+        step_row(tool_step(i, bad_date, tool="free_slots", input={"date": "next Friday"}), run=run) for i in (1, 2, 3)
     ]
     [call] = selectors.failing_calls(steps)
     assert call.tool_name == "free_slots" and call.times == 3

@@ -14,10 +14,13 @@ from tests.factories import (
     RunFactory,
     StepFactory,
     StopReviewFactory,
-    attempt,
+    failed_attempt,
+    final_step,
     guard_stop,
+    ok_attempt,
     refund_too_old_starter,
     refund_too_old_structured,
+    tool_step,
 )
 from tracer.models import PolicyVariant, Run, StopReview
 
@@ -197,8 +200,8 @@ def test_a_running_run_polls_for_new_steps_and_a_finished_one_does_not(admin_cli
 
 def test_the_step_poll_returns_only_new_steps_and_the_status(admin_client):
     run = RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="")
-    StepFactory(run=run, index=1, tool_name="lookup_orders")
-    StepFactory(run=run, index=2, tool_name="process_refund")
+    StepFactory(run=run, event=tool_step(1, [failed_attempt(1)], tool="lookup_orders"))
+    StepFactory(run=run, event=tool_step(2, [failed_attempt(1)], tool="process_refund"))
     doc = get(admin_client, reverse("tracer:run-steps", args=[run.pk]), {"after": 1}, headers=HTMX)
     assert not doc.select("html, nav")
     assert [step["id"] for step in doc.select(".step")] == ["step-2"]
@@ -238,15 +241,17 @@ def test_html_in_tool_inputs_outputs_and_answers_is_shown_as_text(admin_client):
     )
     StepFactory(
         run=run,
-        index=1,
-        input={"order_id": SCRIPT},
-        attempts=[attempt(1, message=SCRIPT), attempt(2, ok=True, content={"html": SCRIPT})],
-        result_content={"error": SCRIPT},
-        text=SCRIPT,
+        event=tool_step(
+            1,
+            [failed_attempt(1, message=SCRIPT), ok_attempt(2, {"html": SCRIPT})],
+            input={"order_id": SCRIPT},
+            result_content={"error": SCRIPT},
+            text=SCRIPT,
+        ),
     )
-    StepFactory(run=run, index=2, kind="final_answer", tool_name="", input=None, attempts=[], text=SCRIPT)
+    StepFactory(run=run, event=final_step(2, SCRIPT))
     other = RunFactory(policy_name="starter", final_answer=SCRIPT)
-    StepFactory(run=other, index=1, input={"order_id": SCRIPT}, attempts=[attempt(1, message=SCRIPT)])
+    StepFactory(run=other, event=tool_step(1, [failed_attempt(1, message=SCRIPT)], input={"order_id": SCRIPT}))
 
     pages = [
         reverse("tracer:run", args=[run.pk]),
@@ -264,7 +269,7 @@ def test_html_in_tool_inputs_outputs_and_answers_is_shown_as_text(admin_client):
 def test_html_in_a_guard_stops_error_text_is_shown_as_text(admin_client):
     run = guard_stop()
     run.steps.update(input={"customer": SCRIPT})
-    run.steps.filter(index=3).update(attempts=[attempt(1, category="validation", message=SCRIPT)])
+    run.steps.filter(index=3).update(attempts=[failed_attempt(1, category="validation", message=SCRIPT).to_dict()])
     response = admin_client.get(reverse("tracer:stops"))
     assert SCRIPT not in response.content.decode()
     doc = page(response)
@@ -507,14 +512,7 @@ def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_clien
     a = refund_too_old_structured()
     b = refund_too_old_structured()
     b.steps.filter(index=2).update(index=3)
-    StepFactory(
-        run=b,
-        index=2,
-        tool_name="lookup_orders",
-        input={"customer": "c1"},
-        attempts=[attempt(1, ok=True, content=["0871"])],
-        is_error=False,
-    )
+    StepFactory(run=b, event=tool_step(2, [ok_attempt(1, ["0871"])], tool="lookup_orders", input={"customer": "c1"}))
     doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
     assert doc.texts(".cell").count("no such step") == 1
     assert "no retry: the result went back to the model" not in doc.text

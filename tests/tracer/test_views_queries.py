@@ -5,8 +5,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, run_with_steps
-from tracer.models import Run, Step
+from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, run_with_steps, steps_grow
+from tracer.models import Run
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
@@ -20,37 +20,13 @@ def queries(client, url: str, **kwargs) -> int:
     return len(ctx.captured_queries)
 
 
-def grow_steps(run: Run, to: int) -> None:
-    """Add tool steps before the final answer so ``run`` has ``to`` steps."""
-    final = run.steps.get(kind=Step.Kind.FINAL_ANSWER)
-    final.index = to
-    final.save()
-    Step.objects.bulk_create(
-        [
-            Step(
-                run=run,
-                index=i,
-                kind=Step.Kind.TOOL_USE,
-                tool_name="lookup_orders",
-                input={"customer": f"c{i}"},
-                is_error=True,
-                category="transient",
-                retryable=True,
-                result_content="Error",
-                attempts=[{"number": 1, "ok": False, "category": "transient", "retryable": True, "message": "503"}],
-            )
-            for i in range(run.steps.count(), to)
-        ]
-    )
-
-
 def test_the_run_page_costs_the_same_for_5_and_500_steps(admin_client):
     run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
     RunFactory(scenario=run.scenario, policy_name="starter")
     RunFactory(parent=run, label="child")
     url = reverse("tracer:run", args=[run.pk])
     five = queries(admin_client, url)
-    grow_steps(run, 500)
+    steps_grow(run, 500)
     assert run.steps.count() == 500
     assert queries(admin_client, url) == five
 
@@ -59,7 +35,7 @@ def test_the_step_poll_costs_the_same_for_5_and_500_new_steps(admin_client):
     run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
     url = reverse("tracer:run-steps", args=[run.pk]) + "?after=0"
     five = queries(admin_client, url, headers=HTMX)
-    grow_steps(run, 500)
+    steps_grow(run, 500)
     assert queries(admin_client, url, headers=HTMX) == five
 
 
@@ -67,7 +43,7 @@ def test_a_guard_stopped_run_page_costs_the_same_for_5_and_500_steps(admin_clien
     run = run_with_steps(5, stop_reason=Run.StopReason.CONSECUTIVE_ERRORS, guard="3 tool errors in a row")
     url = reverse("tracer:run", args=[run.pk])
     five = queries(admin_client, url)
-    grow_steps(run, 500)
+    steps_grow(run, 500)
     assert queries(admin_client, url) == five
 
 
@@ -76,8 +52,8 @@ def test_compare_costs_the_same_for_5_and_500_steps(admin_client):
     b = run_with_steps(5, policy_name="structured")
     url = f"{reverse('tracer:compare')}?a={a.pk}&b={b.pk}"
     five = queries(admin_client, url)
-    grow_steps(a, 500)
-    grow_steps(b, 500)
+    steps_grow(a, 500)
+    steps_grow(b, 500)
     assert queries(admin_client, url) == five
 
 
@@ -87,7 +63,7 @@ def test_the_run_list_costs_the_same_for_5_and_50_runs_of_5_and_500_steps(admin_
     five = queries(admin_client, url)
     for _ in range(45):
         RunFactory(scenario="lookup-empty", policy_name="message", model_backend="claude", model_name="claude-x")
-    grow_steps(runs[0], 500)
+    steps_grow(runs[0], 500)
     assert queries(admin_client, url) == five
     assert queries(admin_client, url, headers={**HTMX, "HX-Target": "run-rows"}) <= five
 
@@ -117,28 +93,8 @@ def test_the_stop_queue_costs_the_same_for_5_and_20_stops_of_5_and_500_steps(adm
         RunFactory(scenario=f"s{i}", policy_name="message")
         if i % 2:
             StopReviewFactory(run=stop)
-    grow_steps_tool_only(stops[1], 500)
+    steps_grow(stops[1], 500)
     assert queries(admin_client, url) == five
-
-
-def grow_steps_tool_only(run: Run, to: int) -> None:
-    Step.objects.bulk_create(
-        [
-            Step(
-                run=run,
-                index=i,
-                kind=Step.Kind.TOOL_USE,
-                tool_name="lookup_orders",
-                input={"customer": "c-404"},
-                is_error=True,
-                category="validation",
-                retryable=False,
-                result_content="Error",
-                attempts=[{"number": 1, "ok": False, "category": "validation", "retryable": False, "message": "no"}],
-            )
-            for i in range(run.steps.count() + 1, to + 1)
-        ]
-    )
 
 
 def test_the_experiment_page_costs_the_same_for_5_and_50_runs(admin_client):

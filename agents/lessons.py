@@ -1,0 +1,473 @@
+"""The lessons' scenarios: the built-in pack, written against ``agents.packs`` like any other.
+
+Each judge reads the world's final state (was a refund applied, how often was the shop asked, was
+the room booked) and the facts the answer must carry (30 days and 239 days, the value 42, the orders
+found), never the simulated model's sentences. The personas add only the lessons' exact wording
+(``agents.lesson_wording``) and the lessons' model, which gives up at once on a bare "Error".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .errors import ToolFailure
+from .lesson_wording import LESSONS
+from .packs import (
+    Judge,
+    Pack,
+    Scenario,
+    all_of,
+    answered,
+    call,
+    either,
+    gives,
+    gives_time,
+    mentions,
+    mentions_any,
+    never_mentions,
+    state,
+    stopped,
+    tool,
+)
+from .persona import Persona
+from .tools import Tool, Toolbox
+from .tools.currency import ConvertCurrencyInput, convert_currency
+from .tools.lookup import FlakyUpstream, LookupInput
+from .tools.lumen import CustomerInput, LumenWorld, OrderInput, PaymentService
+from .tools.rooms import BookSlotInput, FreeSlotsInput, Rooms
+from .vocabulary import ErrorCategory, StepKind, StopReason
+
+PERSONA = Persona(wording=LESSONS, bare_error_repeats=0)
+
+
+def lumen_system(customer: str) -> str:
+    return (
+        f"You are the support agent for Lumen Supply, an online electronics shop, helping {customer}. "
+        "Explain a refusal plainly and never share another customer's details."
+    )
+
+
+# --- tools, each bound to its run's world --------------------------------------------------------
+
+
+@tool(
+    ConvertCurrencyInput,
+    name="convert_currency",
+    description="Convert an amount between JPY, USD and EUR at today's rate.",
+)
+def convert(conversions: list, amount: float, from_currency: str, to_currency: str) -> str:
+    said = convert_currency(amount, from_currency, to_currency)
+    conversions.append(said)
+    return said
+
+
+@tool(FreeSlotsInput, description="List free one-hour meeting-room slots on a date.")
+def free_slots(rooms: Rooms, date: str) -> dict:
+    return rooms.free_slots(date)
+
+
+@tool(BookSlotInput, description="Book a one-hour meeting-room slot.")
+def book_slot(rooms: Rooms, date: str, time: str) -> dict:
+    return rooms.book_slot(date, time)
+
+
+@tool(LookupInput, description="Look up a value by key from the upstream service.")
+def lookup(upstream: FlakyUpstream, key: str) -> dict:
+    return upstream.lookup(key)
+
+
+@tool(CustomerInput, description="List the customer's orders.")
+def lookup_orders(shop: LumenWorld, customer: str) -> dict:
+    return shop.lookup_orders(customer)
+
+
+@tool(OrderInput, description="Refund an order in full to the original payment method.")
+def process_refund(shop: LumenWorld, order_id: str) -> dict:
+    return shop.process_refund(order_id)
+
+
+ROOM_TOOLS = (free_slots, book_slot)
+SHOP_TOOLS = (lookup_orders, process_refund)
+
+
+# --- what the judges read ----------------------------------------------------------------------
+
+
+def refund_not_applied(shop: LumenWorld) -> tuple[bool, str]:
+    paid = shop.payments.applied
+    return not paid, f"{len(paid)} refund(s) paid out for order {', '.join(r.order_id for r in paid)}"
+
+
+def refund_asked_once(shop: LumenWorld) -> tuple[bool, str]:
+    n = len(shop.refund_requests)
+    return n == 1, f"asked {n} times"
+
+
+def refund_applied_once(shop: LumenWorld) -> tuple[bool, str]:
+    n = len(shop.payments.applied)
+    return n == 1, f"applied {n} times"
+
+
+def booking_asked_once(rooms: Rooms) -> tuple[bool, str]:
+    n = sum(1 for name, _ in rooms.requests if name == "book_slot")
+    return n == 1, f"asked {n} times"
+
+
+def room_not_booked(rooms: Rooms) -> bool:
+    return rooms.bookings.get("2026-10-02") == ["09:00", "14:00"]
+
+
+def refused_refund() -> list[Any]:
+    """What every refused refund must show: an answer, nothing paid, the shop asked once."""
+    return [
+        answered(),
+        state("refund not applied", refund_not_applied),
+        state("refund asked for once", refund_asked_once),
+    ]
+
+
+# --- the coordinator ------------------------------------------------------------------------------
+
+
+class SubagentInput(BaseModel):
+    task: str = Field(min_length=1, description="One job for a sub-agent, e.g. 'Look up order 1042 for Ana Ruiz.'")
+
+
+COORDINATOR_SYSTEM = (
+    "You coordinate sub-agents for Lumen Supply support. Start one sub-agent per job with "
+    "run_subagent, then report what failed, what was tried, what partial results you have and "
+    "what the customer can do next."
+)
+SUBAGENT_TASKS = (
+    "Look up order 1042 for Ana Ruiz.",
+    "Look up order 1043 for Ana Ruiz.",
+    "Look up order 1050 for Ana Ruiz.",
+    "Check whether support can call Ana Ruiz back.",
+)
+
+
+@dataclass
+class Coordination:
+    """The coordinator's world: the shop its sub-agents work in, and the session that starts them."""
+
+    shop: LumenWorld = field(default_factory=lambda: LumenWorld(slow_lookups=("1050",)))
+    session: Any = None
+    child_policy: Any = None
+
+
+def start_coordination(world: Coordination, session: Any) -> None:
+    world.session = session
+    # A sub-agent retries a transient fault once, locally, and passes up only what it could not fix.
+    policy = session.policy
+    world.child_policy = policy.model_copy(update={"max_attempts": min(policy.max_attempts, 2)})
+
+
+@tool(SubagentInput, description="Start a sub-agent for one job and return what it reports.")
+def run_subagent(world: Coordination, task: str) -> str:
+    from .loop import AgentSpec  # the loop (and the SDK) only once a run is under way
+
+    shop, session = world.shop, world.session
+    order = re.search(r"order (\d{4})", task)
+    tools: list[Tool]
+    if order:
+        tools, opening = shop.order_tools(), call("lookup_order", order_id=order.group(1))
+    elif re.search(r"call .*back", task):
+        tools, opening = shop.callback_tools(), call("callback_check", customer=shop.customer)
+    else:
+        raise ToolFailure(
+            ErrorCategory.VALIDATION,
+            "task must name an order ('Look up order 1042 for Ana Ruiz.') or ask for a call back",
+        )
+    spec = AgentSpec(
+        scenario="coordinator-partial",
+        task=task,
+        system=lumen_system(shop.customer),
+        toolbox=Toolbox(tools),
+        persona=Persona(opening=(opening,), wording=LESSONS, bare_error_repeats=0),
+    )
+    child = session.spawn(label=f"sub-agent {len(session.children) + 1}: {task}", spec=spec, policy=world.child_policy)
+    answer = child.end.final_answer or ""
+    if child.end.stop_reason != StopReason.FINAL_ANSWER:
+        raise ToolFailure(
+            ErrorCategory.BUSINESS,
+            f"the sub-agent for '{task}' stopped: {child.end.error or child.end.guard}",
+            retryable=False,
+        )
+    steps = [s for s in child.steps if s.kind == StepKind.TOOL_USE]
+    if steps and steps[-1].is_error:  # it answered, but with what it could not fix
+        raise ToolFailure(steps[-1].category or ErrorCategory.BUSINESS, answer, retryable=False)
+    return answer
+
+
+# --- the pack ---------------------------------------------------------------------------------------
+
+SCENARIOS = (
+    Scenario(
+        "currency-unsupported",
+        "Unsupported currency, repaired from the error",
+        "How much is 100 British pounds in US dollars? If pounds aren't supported, tell me what 100 US dollars "
+        "is in euros instead.",
+        tools=(convert,),
+        world=list,
+        judge=Judge(answered(), gives(92, "eur", "euro", "€", name="answer gives 92 EUR")),
+        opening=(call("convert_currency", amount=100, from_currency="GBP", to_currency="USD"),),
+        description="Lesson 000: the first call uses GBP, which the input model rejects naming the allowed "
+        "values; the model repairs the call from the message.",
+        persona=Persona(
+            alternatives=({"amount": 100, "from_currency": "USD", "to_currency": "EUR"},),
+            wording=LESSONS,
+            bare_error_repeats=0,
+        ),
+    ),
+    Scenario(
+        "room-date-format",
+        "Date in the wrong format, resent as YYYY-MM-DD",
+        "When is the meeting room free on 2 October 2026?",
+        tools=ROOM_TOOLS,
+        world=Rooms,
+        judge=Judge(
+            answered(),
+            state("free slots read for 2026-10-02", lambda rooms: "2026-10-02" in rooms.listed),
+            gives_time("10:00"),
+            gives_time("13:00"),
+        ),
+        opening=(call("free_slots", date="02/10/2026"),),
+        description="Lesson 001: free_slots gets '02/10/2026'; the error says what format to use and gives an example.",
+        persona=PERSONA,
+    ),
+    Scenario(
+        "room-book-permission",
+        "Booking needs a manager: explain, don't retry",
+        "Book the meeting room for 2 October 2026 at 10:00.",
+        tools=ROOM_TOOLS,
+        world=Rooms,
+        judge=Judge(
+            answered(),
+            state("room not booked", room_not_booked),
+            state("booking asked for once", booking_asked_once),
+            mentions("answer says a manager must approve", "manager", "approv"),
+        ),
+        opening=(call("book_slot", date="2026-10-02", time="10:00"),),
+        description="Lesson 001: book_slot refuses with a permission error that no retry can change.",
+        persona=PERSONA,
+    ),
+    Scenario(
+        "lookup-flaky",
+        "A 503 twice, retried in code",
+        "What is the value stored under 'answer'?",
+        tools=(lookup,),
+        world=lambda: FlakyUpstream(2),
+        judge=Judge(answered(), gives(42, name="answer gives the value 42")),
+        opening=(call("lookup", key="answer"),),
+        description="Lesson 001: the upstream fails twice with 503, then answers; the harness should absorb it.",
+        persona=PERSONA,
+    ),
+    Scenario(
+        "lookup-flaky-exhausted",
+        "A 503 four times: retries run out",
+        "What is the value stored under 'answer'?",
+        tools=(lookup,),
+        world=lambda: FlakyUpstream(4),
+        judge=Judge(
+            answered(),
+            either(
+                "answer gives the value 42, or why the lookup failed and what to do next",
+                gives(42, name="gives 42"),
+                all_of(
+                    "says why and what next",
+                    mentions_any("says the upstream failed", "503", "upstream", "unavailable", "timed out", "failing"),
+                    mentions_any("says what to do next", "later", "another source", "elsewhere"),
+                ),
+            ),
+        ),
+        opening=(call("lookup", key="answer"),),
+        description="Lesson 001: the upstream fails four times; when retries run out the answer must say why "
+        "and what to do next (a policy that retries longer gets the value).",
+        persona=PERSONA,
+    ),
+    Scenario(
+        "refund-too-old",
+        "Refund past the 30-day window",
+        "Please refund order 0871, the laptop stand is wobbly.",
+        tools=SHOP_TOOLS,
+        world=LumenWorld,
+        judge=Judge(
+            *refused_refund(),
+            gives(30, "day", name="answer gives 30 days"),
+            gives(239, "day", name="answer gives 239 days"),
+        ),
+        opening=(call("process_refund", order_id="0871"),),
+        description="Lesson 002: order 0871 is 239 days old; the refusal is business, not retryable, and must "
+        "be explained.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "refund-bad-id",
+        "Refund for an order id that matches no order",
+        "Please refund order 0781, the charger stopped working.",
+        tools=SHOP_TOOLS,
+        world=LumenWorld,
+        judge=Judge(
+            *refused_refund(),
+            mentions("answer names order 0781", "0781"),
+            mentions_any(
+                "answer says no such order was found",
+                "found",
+                "find",
+                "locate",
+                "exist",
+                "match",
+                "no such",
+                "invalid",
+                "incorrect",
+                "wrong",
+            ),
+        ),
+        opening=(call("process_refund", order_id="0781"),),
+        description="Lesson 002: a wrong order id is a validation error: ask for a corrected id, don't retry.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "refund-other-customer",
+        "Refund for another customer's order",
+        "Please refund order 0912, I don't need the keyboard any more.",
+        tools=SHOP_TOOLS,
+        world=LumenWorld,
+        judge=Judge(
+            *refused_refund(),
+            mentions_any(
+                "answer says the order is not on their account",
+                "your account",
+                "your own account",
+                "not yours",
+                "belong",
+                "another customer",
+                "someone else",
+                "associated with",
+            ),
+            never_mentions("answer does not name the owner", "Bram", "Okafor"),
+        ),
+        opening=(call("process_refund", order_id="0912"),),
+        description="Lesson 002: the order belongs to someone else: refuse plainly, offer their own orders, never "
+        "name the owner.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "refund-flaky-payment",
+        "Payment times out after applying the refund",
+        "Please refund order 0934, the USB-C hub arrived broken.",
+        tools=SHOP_TOOLS,
+        world=lambda: LumenWorld(payments=PaymentService(timeouts_after_apply=1)),
+        judge=Judge(
+            state("refund applied exactly once", refund_applied_once),
+            answered(),
+            gives(29, name="answer gives the amount 29.00"),
+            mentions_any(
+                "answer confirms the refund", "refunded", "refund is", "processed", "issued", "goes back", "on its way"
+            ),
+        ),
+        opening=(call("process_refund", order_id="0934"),),
+        description="Lesson 002: the payment is applied but the response times out; the retry carries the same "
+        "idempotency key, so the refund is applied exactly once.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "lookup-empty",
+        "A customer with no orders",
+        "Which orders do I have with you?",
+        tools=SHOP_TOOLS,
+        world=lambda: LumenWorld("Dana Whitfield"),
+        judge=Judge(
+            answered(),
+            mentions_any(
+                "answer says there are no orders",
+                "no orders",
+                "no order",
+                "any orders",
+                "no purchases",
+                "haven't placed",
+                "have not placed",
+            ),
+        ),
+        opening=(call("lookup_orders", customer="Dana Whitfield"),),
+        description='Lesson 002: nothing found is a valid answer, not an error: answer "no orders" after one call.',
+        system=lumen_system("Dana Whitfield"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "fatal-credentials",
+        "Payment credentials revoked",
+        "Please refund order 0934, the USB-C hub arrived broken.",
+        tools=SHOP_TOOLS,
+        world=lambda: LumenWorld(payments=PaymentService(credentials_revoked=True)),
+        judge=Judge(
+            stopped(StopReason.FATAL_ERROR, name="the run stopped on the fatal error"),
+            state("refund asked for once", refund_asked_once),
+            state("refund not applied", refund_not_applied),
+        ),
+        opening=(call("process_refund", order_id="0934"),),
+        description="Lesson 001: a fatal failure stops the run with a clear reason; the model is not asked to "
+        "work around it.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "stuck-model",
+        "A stuck model repeats a call it cannot fix",
+        "When is the meeting room free next Friday?",
+        tools=ROOM_TOOLS,
+        world=Rooms,
+        judge=Judge(
+            stopped(StopReason.CONSECUTIVE_ERRORS, name="a consecutive-error guard stopped the repeated call"),
+            state(
+                "the room service asked at most 3 times",
+                lambda rooms: (len(rooms.requests) <= 3, f"asked {len(rooms.requests)} times"),
+            ),
+        ),
+        opening=(call("free_slots", date="next Friday"),),
+        description="Lesson 001: the model keeps sending free_slots('next Friday'); a consecutive-error guard "
+        "must end the run quickly.",
+        persona=Persona(repeats_when_stuck=True, wording=LESSONS, bare_error_repeats=0),
+    ),
+    Scenario(
+        "coordinator-partial",
+        "Four sub-agents, one lookup times out twice",
+        "Ana Ruiz asks where her orders 1042, 1043 and 1050 are, and whether someone can call her back.",
+        tools=(run_subagent,),
+        world=Coordination,
+        setup=start_coordination,
+        judge=Judge(
+            answered(),
+            mentions("answer gives orders 1042 and 1043", "1042", "1043"),
+            all_of(
+                "answer says 1050 was not checked",
+                mentions("names 1050", "1050"),
+                mentions_any(
+                    "says it failed", "not checked", "timed out", "failed", "couldn't", "could not", "unavailable"
+                ),
+            ),
+            mentions_any("answer gives a next step", "call back", "callback", "call you", "ask again", "try again"),
+        ),
+        opening=tuple(call("run_subagent", task=t) for t in SUBAGENT_TASKS),
+        description="Lesson 002: a coordinator runs four sub-agents as child runs; the lookup for 1050 times out "
+        "twice; the report keeps the partial results.",
+        system=COORDINATOR_SYSTEM,
+        persona=Persona(coordinator=True, wording=LESSONS, bare_error_repeats=0),
+    ),
+)
+
+PACK = Pack(
+    "lessons",
+    "The lessons",
+    SCENARIOS,
+    description="The three lessons' scenarios: lesson 000's repair loop, lesson 001's four kinds of failure, "
+    "lesson 002's structured errors at Lumen Supply.",
+)

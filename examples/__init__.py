@@ -1,0 +1,1 @@
+"""Example scenario packs, written only against ``agents.packs`` (docs/packs.md)."""
