@@ -235,6 +235,12 @@ RLT_REDACT_ENV = _redaction.env_names(os.environ.get("RLT_REDACT_ENV", ""))
 # Django's error page (DEBUG on) and error reports: redacted the same way.
 DEFAULT_EXCEPTION_REPORTER = "tracer.redaction.RedactingExceptionReporter"
 
+# The API (tracer/api.py, docs/api.md): the largest request body it reads, in bytes; a larger one is
+# answered 413 naming this limit. Django reads at most DATA_UPLOAD_MAX_MEMORY_SIZE bytes of a body
+# (2.5 MB by default), so that follows when the API's limit is larger.
+RLT_API_MAX_BYTES = int(os.environ.get("RLT_API_MAX_BYTES") or 8 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, RLT_API_MAX_BYTES)
+
 # The OTLP receiver (/v1/traces, docs/otlp.md): the largest request body it reads, in bytes, compressed
 # and again once gunzipped; a larger one is answered 413 naming this limit. Read from the request
 # stream itself, so DATA_UPLOAD_MAX_MEMORY_SIZE does not apply.

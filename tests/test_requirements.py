@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = {"agents", "config", "tracer", "tests", "manage"}
+FIRST_PARTY = {"agents", "config", "tracer", "tests", "manage", "examples"}
 APP_CODE = [ROOT / "agents", ROOT / "config", ROOT / "tracer", ROOT / "manage.py"]
 REGENERATE = "regenerate the locks as requirements.in's header says"
 

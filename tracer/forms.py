@@ -142,6 +142,10 @@ class StopReviewForm(forms.Form):
     note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
 
 
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"autocomplete": "off"}))
+
+
 class LaunchForm(forms.Form):
     scenarios = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
     policies = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 
@@ -20,18 +20,23 @@ def unusable_input_refused(get_response: Callable[[HttpRequest], HttpResponse]) 
     def middleware(request: HttpRequest) -> HttpResponse:
         problem = _unusable_input(request)
         if problem is not None:
-            return render(request, "400.html", {"message": problem}, status=400)
+            name, message = problem
+            if request.path.startswith("/api/"):  # the API's error shape (docs/api.md)
+                return JsonResponse({"errors": [{"path": name, "message": message}]}, status=400)
+            return render(request, "400.html", {"message": message}, status=400)
         return get_response(request)
 
     return middleware
 
 
-def _unusable_input(request: HttpRequest) -> str | None:
+def _unusable_input(request: HttpRequest) -> tuple[str, str] | None:
+    """The parameter no view can use and why, or None."""
     sources = [request.GET, request.POST] if request.method == "POST" else [request.GET]
     for source in sources:
         for name, values in source.lists():
             if "\x00" in name or any("\x00" in value for value in values):
-                return f"The value of “{name.replace(chr(0), '')}” contains a NUL character, which no field accepts."
+                shown = name.replace(chr(0), "")
+                return shown, f"The value of “{shown}” contains a NUL character, which no field accepts."
             if name == "_to_field" and "" in values and request.path.startswith(reverse("admin:index")):
-                return "“_to_field” is empty: it must name a field of the model."
+                return name, "“_to_field” is empty: it must name a field of the model."
     return None

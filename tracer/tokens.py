@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from django.utils import timezone
 from .models import ApiToken
 
 SECRET_PREFIX = "rlt_"
+SECRET_SHAPE = re.compile(r"rlt_[A-Za-z0-9_-]{8,100}")
 # ``last_used_at`` is written at most this often per token, so API calls do not each write it.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -65,7 +67,7 @@ def token_list(*, user: Any) -> QuerySet[ApiToken]:
 
 def token_authenticate(*, secret: str) -> ApiToken | None:
     """The active token whose secret this is, with its user, or None. Marks it used (once a minute)."""
-    if not secret.startswith(SECRET_PREFIX) or len(secret) < ApiToken.PREFIX_LENGTH or len(secret) > 200:
+    if not SECRET_SHAPE.fullmatch(secret):  # nothing else reaches the database (a NUL would fail there)
         return None
     digest = _digest(secret)
     candidates = ApiToken.objects.filter(prefix=secret[: ApiToken.PREFIX_LENGTH], revoked_at__isnull=True)

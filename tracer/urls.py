@@ -20,4 +20,7 @@ urlpatterns = [
     path("experiments/<int:pk>/", views.experiment, name="experiment"),
     path("experiments/<int:pk>/export.jsonl", import_views.experiment_export, name="experiment-export"),
     path("import/", import_views.import_runs, name="import"),
+    path("tokens/", views.api_tokens, name="tokens"),
+    path("tokens/new/", views.api_token_create, name="token-create"),
+    path("tokens/<int:pk>/revoke/", views.api_token_revoke, name="token-revoke"),
 ]

@@ -9,16 +9,18 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import access, selectors
+from . import access, selectors, tokens
 from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create, stop_review_save
 from .forms import (
+    ApiTokenForm,
     CompareForm,
     LaunchForm,
     MatrixFilterForm,
@@ -27,7 +29,7 @@ from .forms import (
     StopReviewForm,
     add_service_errors,
 )
-from .models import Run, StopReview
+from .models import ApiToken, Run, StopReview
 
 RUNS_PER_PAGE = 50
 STOPS_PER_PAGE = 20
@@ -235,3 +237,49 @@ def experiment(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         return render(request, "tracer/experiment.html#experiment-progress", context)
     return render(request, "tracer/experiment.html", context)
+
+
+@login_required
+@require_GET
+def api_tokens(request: HttpRequest) -> HttpResponse:
+    """The user's API tokens and the form for a new one. Any logged-in user may hold tokens (docs/dashboard.md)."""
+    context = {"tokens": tokens.token_list(user=request.user)}
+    if request.htmx.target == "token-list":
+        return render(request, "tracer/tokens.html#token-list", context)
+    return render(request, "tracer/tokens.html", context | {"form": ApiTokenForm()})
+
+
+@login_required
+@require_POST
+def api_token_create(request: HttpRequest) -> HttpResponse:
+    """A new token: its secret is in this one response (never cached) and nowhere else."""
+    form = ApiTokenForm(request.POST)
+    created = secret = None
+    if form.is_valid():
+        try:
+            created, secret = tokens.token_create(user=request.user, name=form.cleaned_data["name"])
+        except ValidationError as exc:
+            add_service_errors(form, exc)
+    context = {"form": ApiTokenForm() if created else form, "created": created, "secret": secret}
+    if request.htmx:
+        response = render(request, "tracer/tokens.html#token-form", context)
+        if created is not None:
+            trigger_client_event(response, "tokenCreated", {"prefix": created.prefix})
+    else:
+        response = render(request, "tracer/tokens.html", context | {"tokens": tokens.token_list(user=request.user)})
+    add_never_cache_headers(response)
+    return response
+
+
+@login_required
+@require_POST
+def api_token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    """Revoke one of the user's own tokens; another user's token is a 404."""
+    try:
+        token = tokens.token_revoke(user=request.user, token_id=pk)
+    except ApiToken.DoesNotExist:
+        raise Http404("No such token of yours.") from None
+    if request.htmx:
+        return render(request, "tracer/tokens.html#token-list", {"tokens": tokens.token_list(user=request.user)})
+    messages.success(request, f"Token {token.prefix}… ({token.name}) revoked.")
+    return redirect("tracer:tokens")

@@ -20,6 +20,25 @@ document.addEventListener("change", (event) => {
 document.addEventListener("DOMContentLoaded", updateAllComparePickers);
 document.addEventListener("htmx:afterSettle", updateAllComparePickers);
 
+// [data-copy="#id"]: copies that input's value (a new API token) to the clipboard and says so.
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("[data-copy]");
+  if (!button) return;
+  const input = document.querySelector(button.dataset.copy);
+  if (!input) return;
+  input.select();
+  try {
+    await navigator.clipboard.writeText(input.value);
+    button.textContent = "Copied";
+  } catch {
+    button.textContent = "Selected: press Ctrl+C";
+  }
+});
+// [data-select-on-focus]: a read-only value selected whole when focused, ready to copy.
+document.addEventListener("focusin", (event) => {
+  if (event.target.matches("[data-select-on-focus]")) event.target.select();
+});
+
 // [data-upload-progress]: a form posted by htmx shows how much of its files has been sent
 // ([data-upload-bar], [data-upload-text]), then that the server is importing them.
 document.addEventListener("htmx:xhr:progress", (event) => {

@@ -19,7 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter
+from tracer.api import api
 from tracer.forms import CompareForm, ImportForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm
+from tracer.tokens import token_create
 
 pytestmark = pytest.mark.django_db
 
@@ -40,9 +42,13 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:experiment-export": ([], None, []),
     "tracer:import": ([], list(ImportForm.base_fields), ["import-report"]),
     "login": (["next"], ["username", "password", "next"], []),
+    "tracer:tokens": ([], None, ["token-list"]),
+    "tracer:token-create": ([], ["name"], ["token-form"]),  # ApiTokenForm's one field
+    "tracer:token-revoke": ([], [], ["token-list"]),
 }
-# Not probed here: logging out ends the session the probe runs in; the admin has its own probe below.
-NOT_PROBED = {"logout"}
+# Not probed here: logging out ends the session the probe runs in; the admin has its own probe below;
+# the API (/api/) answers JSON, and Schemathesis fuzzes it from its OpenAPI description (test_api_fuzz.py).
+NOT_PROBED = {"logout"} | {f"api:{pattern.name}" for pattern in api.urls[0] if pattern.name}
 
 EXAMPLES_PER_PAGE = 60  # requests per URL pattern: 11 patterns, 660 requests
 EXAMPLES_PER_ADMIN_MODEL = 25  # requests per model in the admin: 8 models, 200 requests
@@ -83,11 +89,12 @@ class Recorded:
 
 
 @pytest.fixture
-def recorded(admin_client):
+def recorded(admin_client, admin_user):
     """A few rows to point the probe at: a retried refusal, a guard stop, an experiment's run."""
     experiment = ExperimentFactory()
     runs = [RunFactory(experiment=experiment).pk, refund_too_old_starter().pk, guard_stop().pk]
     ids = {
+        "tracer:token-revoke": [token_create(user=admin_user, name="probe")[0].pk],
         "tracer:run": runs,
         "tracer:run-steps": runs,
         "tracer:stop-review": runs,

@@ -63,6 +63,7 @@ def pages_to_check(client) -> list[str]:
         reverse("tracer:stops"),
         reverse("tracer:launch"),
         reverse("tracer:experiment", args=[experiment.pk]),
+        reverse("tracer:tokens"),
     ]
 
 

@@ -21,12 +21,12 @@ HTMX = {"HX-Request": "true"}
 
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="a-long-test-password")
+    return django_user_model.objects.create_user("alice")
 
 
 @pytest.fixture
 def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="a-long-test-password")
+    return django_user_model.objects.create_user("bob")
 
 
 def bearer(secret: str | None, *, scheme: str = "Bearer"):
@@ -84,8 +84,8 @@ def test_the_scheme_is_case_insensitive(alice):
 
 @pytest.mark.parametrize(
     "header",
-    [None, "", "rlt_nothing-like-a-token", "Basic YWxpY2U6cHc=", "rlt_", "x" * 5000],
-    ids=["missing", "empty", "unknown", "basic-auth", "prefix-only", "huge"],
+    [None, "", "rlt_nothing-like-a-token", "Basic YWxpY2U6cHc=", "rlt_", "x" * 5000, "Bearer rlt_abc\x00defghijk"],
+    ids=["missing", "empty", "unknown", "basic-auth", "prefix-only", "huge", "nul"],
 )
 def test_a_missing_or_unknown_token_is_no_user(alice, header):
     token_create(user=alice, name="ci")
@@ -126,3 +126,80 @@ def test_the_list_holds_only_the_users_own_tokens(alice, bob):
     token_create(user=alice, name="mine")
     token_create(user=bob, name="theirs")
     assert [t.name for t in token_list(user=alice)] == ["mine"]
+
+
+# --- the API tokens page ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def as_alice(client, alice):
+    client.force_login(alice)
+    return client
+
+
+def test_every_page_links_to_the_tokens_page(as_alice):
+    html = as_alice.get(reverse("tracer:runs")).content.decode()
+    assert f'href="{reverse("tracer:tokens")}"' in html and "API tokens" in html
+
+
+def test_a_token_made_on_the_page_is_shown_once_and_never_again(as_alice, alice):
+    response = as_alice.post(reverse("tracer:token-create"), {"name": "support bot"})
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    token = ApiToken.objects.get(user=alice)
+    html = response.content.decode()
+    secret = html.split('id="token-secret"', 1)[1].split('value="', 1)[1].split('"', 1)[0]
+    assert secret.startswith(token.prefix) and token_user(bearer(secret)) == alice
+    listing = as_alice.get(reverse("tracer:tokens")).content.decode()
+    assert token.prefix in listing and "support bot" in listing
+    assert secret not in listing and secret not in every_stored_value()
+
+
+def test_the_htmx_form_answers_with_the_secret_and_tells_the_list_to_refresh(as_alice):
+    response = as_alice.post(reverse("tracer:token-create"), {"name": "ci"}, headers=HTMX)
+    assert response.status_code == 200
+    assert "tokenCreated" in response["HX-Trigger"]
+    html = response.content.decode()
+    assert 'id="token-secret"' in html and "<html" not in html
+    assert "shown only this once" in html
+
+
+def test_a_token_needs_a_name(as_alice):
+    response = as_alice.post(reverse("tracer:token-create"), {"name": "  "})
+    assert response.status_code == 200
+    assert 'id="token-secret"' not in response.content.decode()
+    assert "error-name" in response.content.decode()
+    assert not ApiToken.objects.exists()
+
+
+def test_revoking_on_the_page_ends_the_token_and_shows_when(as_alice, alice):
+    token, secret = token_create(user=alice, name="old laptop")
+    response = as_alice.post(reverse("tracer:token-revoke", args=[token.pk]))
+    assert response.status_code == 302
+    token.refresh_from_db()
+    assert token.revoked_at is not None and token_user(bearer(secret)) is None
+    listing = as_alice.get(reverse("tracer:tokens")).content.decode()
+    assert "old laptop" in listing and token.revoked_at.strftime("%Y-%m-%d") in listing
+
+
+def test_nobody_revokes_anothers_token_on_the_page(as_alice, bob):
+    token, secret = token_create(user=bob, name="bob's")
+    assert as_alice.post(reverse("tracer:token-revoke", args=[token.pk])).status_code == 404
+    assert token_user(bearer(secret)) == bob
+    assert "bob's" not in as_alice.get(reverse("tracer:tokens")).content.decode()
+
+
+@pytest.mark.parametrize("role", ["plain", "reviewer"])
+def test_read_only_roles_may_hold_tokens(client, django_user_model, role):
+    user = django_user_model.objects.create_user(f"{role}-user")
+    if role == "reviewer":
+        user.groups.add(Group.objects.get(name=access.REVIEWER_GROUP))
+    client.force_login(user)
+    assert client.get(reverse("tracer:tokens")).status_code == 200
+    assert client.post(reverse("tracer:token-create"), {"name": "mine"}).status_code == 200
+    assert ApiToken.objects.filter(user=user).count() == 1
+
+
+def test_the_tokens_page_needs_a_login(client):
+    response = client.get(reverse("tracer:tokens"))
+    assert response.status_code == 302 and reverse("login") in response["Location"]
