@@ -338,16 +338,18 @@ class OtlpTrace(models.Model):
         return f"trace {self.trace_id} (run {self.run_id})"
 
 
-class OtlpSpan(models.Model):
-    """One span as received, kept so the trace can be read again when more of its spans arrive."""
+class OtlpSpanBatch(models.Model):
+    """The spans of one trace that came in one request, as received (``tracer.otlp.wire.Span``), kept
+    so the trace can be read again when more of its spans arrive. A row per trace per request rather
+    than per span: a request of 512 spans writes a few dozen rows. A span id sent again is taken once
+    (the receiver compares ids while the trace's ``span_count`` guards the write)."""
 
-    trace = models.ForeignKey(OtlpTrace, on_delete=models.CASCADE, related_name="spans")
-    span_id = models.CharField(max_length=16)  # 16 lowercase hex digits
-    parent_span_id = models.CharField(max_length=16, blank=True)  # blank for the root span
-    data = models.JSONField()  # tracer.otlp.wire.Span.to_dict()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["trace", "span_id"], name="otlpspan_trace_span_unique")]
+    trace = models.ForeignKey(OtlpTrace, on_delete=models.CASCADE, related_name="span_batches")
+    # zlib-compressed JSON list of Span.to_dict(): span attributes are large (a model call's whole
+    # request), and stored as jsonb they cost PostgreSQL 15× the time of these bytes
+    data = models.BinaryField()
+    span_count = models.PositiveIntegerField(default=0)
+    received_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
-        return f"span {self.span_id} of {self.trace_id}"
+        return f"{self.span_count} spans of trace {self.trace_id}"

@@ -24,6 +24,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -126,19 +127,28 @@ def _step_row(*, run: Run, step: StepEvent) -> Step:
     )
 
 
+def _counter_values(steps: Sequence[StepEvent]) -> dict[str, Any]:
+    """What ``steps`` add to their run's counters, and the text they add to its ``search_text``."""
+    return {
+        "step_count": len(steps),
+        "tool_call_count": sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
+        "error_count": sum(1 for s in steps if s.is_error),
+        "retry_count": sum(s.retry_count for s in steps),
+        "wasted_retry_count": sum(_wasted_retries(s) for s in steps),
+        "input_tokens": sum(s.input_tokens for s in steps),
+        "output_tokens": sum(s.output_tokens for s in steps),
+        "search_text": "".join(text + "\n" for step in steps if (text := _search_text(step))),
+    }
+
+
 def _counters_bump(*, run_id: int, steps: Sequence[StepEvent], claim_token: str) -> int:
     """Move the run's counters by ``steps`` in one guarded ``UPDATE``; 0 when it may not be written."""
-    texts = [text for step in steps if (text := _search_text(step))]
+    values = _counter_values(steps)
+    text = values.pop("search_text")
     lease = {"lease_expires_at": lease_expires()} if claim_token else {}
     return _writable(run_id=run_id, claim_token=claim_token).update(
-        step_count=F("step_count") + len(steps),
-        tool_call_count=F("tool_call_count") + sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
-        error_count=F("error_count") + sum(1 for s in steps if s.is_error),
-        retry_count=F("retry_count") + sum(s.retry_count for s in steps),
-        wasted_retry_count=F("wasted_retry_count") + sum(_wasted_retries(s) for s in steps),
-        input_tokens=F("input_tokens") + sum(s.input_tokens for s in steps),
-        output_tokens=F("output_tokens") + sum(s.output_tokens for s in steps),
-        search_text=Concat(F("search_text"), Value("".join(t + "\n" for t in texts))) if texts else F("search_text"),
+        **{name: F(name) + value for name, value in values.items()},
+        search_text=Concat(F("search_text"), Value(text)) if text else F("search_text"),
         **lease,
     )
 
@@ -185,13 +195,8 @@ def run_lease_renew(*, run_id: int, claim_token: str) -> bool:
     )
 
 
-def run_start(
-    *, run: Run, start: RunStart, worker_name: str = "", worker_pid: int | None = None, claim_token: str = ""
-) -> None:
-    """Mark a run running and store what the loop says about it (model name, task, policy snapshot).
-
-    Raises ``RunNotRunning`` when the run may not be written (it ended, or another claim holds it).
-    """
+def _start_fields(*, run: Run, start: RunStart) -> dict[str, Any]:
+    """The columns ``run_start`` writes from ``start``: running, with scenario, policy, model and task."""
     fields: dict[str, Any] = {
         "status": Run.Status.RUNNING,
         "scenario": redact_text(start.scenario) if start.scenario else run.scenario,
@@ -202,6 +207,17 @@ def run_start(
     }
     if start.policy_settings:
         fields["policy_settings"] = _jsonable(start.policy_settings)
+    return fields
+
+
+def run_start(
+    *, run: Run, start: RunStart, worker_name: str = "", worker_pid: int | None = None, claim_token: str = ""
+) -> None:
+    """Mark a run running and store what the loop says about it (model name, task, policy snapshot).
+
+    Raises ``RunNotRunning`` when the run may not be written (it ended, or another claim holds it).
+    """
+    fields = _start_fields(run=run, start=start)
     if worker_name:
         fields["worker_name"] = worker_name[:200]
         fields["worker_pid"] = worker_pid
@@ -216,30 +232,36 @@ def run_start(
         setattr(run, name, value)
 
 
+def _end_fields(*, end: RunEnd, finished_at: datetime | None) -> dict[str, Any]:
+    """The columns ``run_finish`` writes: finished, how, with the answer, verdict and transcript."""
+    verdict = ""
+    verdict_reason = ""
+    if end.verdict is not None:
+        verdict = Run.Verdict.PASS if end.verdict.passed else Run.Verdict.FAIL
+        verdict_reason = redact_text(end.verdict.reason or "")
+    return {
+        "status": Run.Status.FINISHED,
+        "stop_reason": end.stop_reason,
+        "final_answer": redact_text(end.final_answer or ""),
+        "verdict": verdict,
+        "verdict_reason": verdict_reason,
+        "error": redact_text(end.error or ""),
+        "guard": redact_text(end.guard or "")[:200],
+        "transcript": _jsonable(end.transcript or []),
+        "finished_at": finished_at or timezone.now(),
+    }
+
+
 def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: datetime | None = None) -> bool:
     """Store how a run ended and count it in its experiment.
 
     False, writing nothing, if it had already finished or (under ``claim_token``) another claim holds it.
     ``finished_at``: when the run ended, for runs recorded after the fact (imports); now by default.
     """
-    verdict = ""
-    verdict_reason = ""
-    if end.verdict is not None:
-        verdict = Run.Verdict.PASS if end.verdict.passed else Run.Verdict.FAIL
-        verdict_reason = redact_text(end.verdict.reason or "")
-    now = finished_at or timezone.now()
+    fields = _end_fields(end=end, finished_at=finished_at)
+    verdict, now = fields["verdict"], fields["finished_at"]
     with transaction.atomic():
-        updated = _writable(run_id=run.pk, claim_token=claim_token).update(
-            status=Run.Status.FINISHED,
-            stop_reason=end.stop_reason,
-            final_answer=redact_text(end.final_answer or ""),
-            verdict=verdict,
-            verdict_reason=verdict_reason,
-            error=redact_text(end.error or ""),
-            guard=redact_text(end.guard or "")[:200],
-            transcript=_jsonable(end.transcript or []),
-            finished_at=now,
-        )
+        updated = _writable(run_id=run.pk, claim_token=claim_token).update(**fields)
         if updated and run.experiment_id and run.parent_id is None:
             Experiment.objects.filter(pk=run.experiment_id).update(finished_runs=F("finished_runs") + 1)
     if updated:
@@ -248,6 +270,44 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
         run.verdict = verdict
         run.finished_at = now
     return bool(updated)
+
+
+@dataclass
+class RunRecord:
+    """A whole run from outside, for ``runs_record_many``: the unsaved ``Run`` with where it came from
+    (source, owner, external_id, labels, started_at), its start, its steps numbered from 1, and its
+    end if it has ended."""
+
+    run: Run
+    start: RunStart
+    steps: Sequence[StepEvent] = ()
+    end: RunEnd | None = None
+    finished_at: datetime | None = None
+
+
+def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
+    """Record many new runs from outside at once (a request's worth of OTLP traces), in one transaction:
+    for each run what ``run_start``, ``steps_record_many`` and, once it has ended, ``run_finish`` would
+    write, with the same fields, counters and redaction, as two multi-row ``INSERT``s (the runs, then
+    all their steps) whatever the number of runs. A taken external id fails the whole batch
+    (``IntegrityError``) and nothing is written. Runs executed here never come this way.
+    """
+    for record in records:
+        run = record.run
+        if run.pk is not None or run.source == Run.Source.AGENT or run.experiment_id or run.parent_id:
+            raise ValueError("runs_record_many writes new top-level runs from outside only")
+        fields = _start_fields(run=run, start=record.start)
+        fields.update(_counter_values(record.steps))
+        if record.end is not None:
+            fields.update(_end_fields(end=record.end, finished_at=record.finished_at))
+        for name, value in fields.items():
+            setattr(run, name, value)
+        if run.started_at is None:
+            run.started_at = timezone.now()
+    with transaction.atomic():
+        runs = Run.objects.bulk_create([record.run for record in records])
+        Step.objects.bulk_create([_step_row(run=r.run, step=step) for r in records for step in r.steps])
+    return runs
 
 
 def imported_run_reset(*, run: Run) -> None:

@@ -33,7 +33,7 @@ from agents.events import Attempt, StepEvent
 from agents.vocabulary import ErrorCategory, StepKind, StopReason
 
 from ..ingest import FORMAT, RunDocument, RunMeta, document_validate, transcript_to_document
-from .wire import STATUS_ERROR, Span
+from .wire import STATUS_ERROR, Span, clean
 
 LLM = "LLM"
 TOOL = "TOOL"
@@ -71,10 +71,26 @@ def span_kind(span: Span) -> str:
 def _json(value: Any) -> Any:
     """A JSON string's value, or the value itself when it is not JSON."""
     if isinstance(value, str) and value[:1] in ("{", "[", '"'):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
+        return _loads(value, default=value)
+    return value
+
+
+def _loads(text: str, *, default: Any) -> Any:
+    """``json.loads``, with NUL characters (``\\u0000``, which PostgreSQL cannot store) made U+FFFD."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return default
+    return _cleaned(value) if "\\u0000" in text else value
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, dict):
+        return {clean(k): _cleaned(v) for k, v in value.items()}
     return value
 
 
@@ -92,10 +108,7 @@ def _decoded(value: Any, encoding: str | None) -> Any:
     if encoding == "text" or not isinstance(value, str):
         return value
     if encoding == "json":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
+        return _loads(value, default=value)
     return _json(value)
 
 
@@ -135,9 +148,23 @@ class LlmCall:
     input_tokens: int = 0
     output_tokens: int = 0
     model: str = ""
-    request: dict[str, Any] | None = None  # a Messages API request, from input.value
-    response: dict[str, Any] | None = None  # its response, from output.value
+    raw_request: Any = None  # input.value, read only when the conversation is needed
+    raw_response: Any = None  # output.value
     tokens_used: bool = False  # already counted in a step
+
+    @property
+    def request(self) -> dict[str, Any] | None:
+        """The Messages API request the span carries in ``input.value``, if it is one."""
+        request = _json(self.raw_request)
+        return request if isinstance(request, dict) and isinstance(request.get("messages"), list) else None
+
+    @property
+    def response(self) -> dict[str, Any] | None:
+        """Its response, from ``output.value``, if it is one."""
+        response = _json(self.raw_response)
+        if isinstance(response, dict) and isinstance(response.get("content"), list) and response.get("role"):
+            return response
+        return None
 
 
 @dataclass
@@ -162,12 +189,8 @@ def _llm_call(span: Span) -> LlmCall:
     call.model = _text(a.get("llm.model_name") or a.get("gen_ai.response.model") or a.get("gen_ai.request.model"))
     call.input_tokens = _int(a.get("llm.token_count.prompt", a.get("gen_ai.usage.input_tokens")))
     call.output_tokens = _int(a.get("llm.token_count.completion", a.get("gen_ai.usage.output_tokens")))
-    request = _json(a.get("input.value"))
-    if isinstance(request, dict) and isinstance(request.get("messages"), list):
-        call.request = request
-    response = _json(a.get("output.value"))
-    if isinstance(response, dict) and isinstance(response.get("content"), list) and response.get("role"):
-        call.response = response
+    call.raw_request = a.get("input.value")
+    call.raw_response = a.get("output.value")
     # OpenInference: the first output message, its text and tool calls
     prefix = "llm.output_messages.0.message."
     texts = []
@@ -207,8 +230,9 @@ def _llm_call(span: Span) -> LlmCall:
                         }
                     )
     # The Messages API response itself, when neither convention listed its blocks
-    if not texts and not call.tool_calls and call.response is not None:
-        for block in call.response["content"]:
+    response = call.response if not texts and not call.tool_calls else None
+    if response is not None:
+        for block in response["content"]:
             if isinstance(block, dict) and block.get("type") == "text":
                 texts.append(_text(block.get("text")))
             elif isinstance(block, dict) and block.get("type") == "tool_use":
@@ -302,11 +326,21 @@ class Labels:
 
 @dataclass
 class TraceReading:
-    """What a trace says about its run so far: a run document (``tracer.ingest``'s format), whose
-    status is ``finished`` once the root span is in and ``running`` until then."""
+    """What a trace says about its run so far: the run's fields in ``tracer.ingest``'s run document
+    terms (``meta``: status ``finished`` and how it ended once the root span is in, ``running``
+    until then) and its steps."""
 
     complete: bool  # the root span has arrived
-    document: RunDocument
+    meta: dict[str, Any]  # RunMeta's fields the trace says something about
+    steps: list[StepEvent]
+    _document: RunDocument | None = None
+
+    def document(self) -> RunDocument:
+        """The run document (``rlt.run/1``) of this reading, validated as any document is."""
+        if self._document is None:
+            data = {"format": FORMAT, "run": self.meta, "steps": [s.to_dict() for s in self.steps]}
+            self._document = document_validate(data)
+        return self._document
 
 
 def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
@@ -344,13 +378,23 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
         meta["verdict"] = verdict
         meta["verdict_reason"] = _text(labels.first(None, "rlt.verdict.reason"))
 
-    transcript = None
+    document = None
+    final = None
+    steps: list[StepEvent] = []
     if tools:
         steps, final = _steps_from_tool_spans(tools, llm_calls)
     elif llm_calls:
         transcript = _transcript(llm_calls, complete=complete)
-        steps, final = ([], None) if transcript is None else (None, None)
-        if transcript is None:  # no Messages API request to read: the model's last words, if any
+        if transcript is not None:
+            # the conversation, read as a Messages transcript by tracer.ingest
+            document = transcript_to_document(transcript=transcript, meta=RunMeta(**_present(meta)))
+            steps = [step.to_event(index=k) for k, step in enumerate(document.steps, start=1)]
+            answers = [s.text or "" for s in steps if s.kind == StepKind.FINAL_ANSWER]
+            final = answers[-1] if answers else None
+            meta["model"] = meta["model"] or document.run.model
+            meta["task"] = meta["task"] or document.run.task
+            meta["transcript"] = transcript
+        else:  # no Messages API request to read: the model's last words, if any
             last = llm_calls[-1]
             if not last.failed and not last.tool_calls and last.text:
                 final = last.text
@@ -363,26 +407,19 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
                         output_tokens=last.output_tokens,
                     )
                 ]
-    else:
-        steps, final = [], None
-    if steps is not None and final is None and root is not None and root.status_code != STATUS_ERROR:
+    if document is None and final is None and root is not None and root.status_code != STATUS_ERROR:
         answer = _decoded(root.attributes.get("output.value"), _encoding_of(root.attributes.get("output.mime_type")))
         stop = labels.run_label("rlt.stop_reason", "stop_reason")
         if span_kind(root) == AGENT and answer not in (None, "") and stop in ("", StopReason.FINAL_ANSWER):
             final = _text(answer)
             steps.append(StepEvent(index=len(steps) + 1, kind=StepKind.FINAL_ANSWER, text=final))
-
-    if transcript is not None:
-        document = transcript_to_document(transcript=transcript, meta=RunMeta(**_present(meta)))
-        answers = [s for s in document.steps if s.kind == StepKind.FINAL_ANSWER]
-        final = answers[-1].text if answers else None
-        end = _end(root, labels, final) if complete else {}
-        document = document.model_copy(update={"run": document.run.model_copy(update=_parsed_end(end))})
-    else:
-        if complete:
-            meta.update(_end(root, labels, final))
-        document = document_validate({"format": FORMAT, "run": _present(meta), "steps": [s.to_dict() for s in steps]})
-    return TraceReading(complete=complete, document=document)
+    if complete:
+        meta.update(_end(root, labels, final))
+    meta = _present(meta)
+    reading = TraceReading(complete=complete, meta=meta, steps=steps)
+    if document is not None:
+        reading._document = RunDocument(format=FORMAT, run=RunMeta(**meta), steps=document.steps)
+    return reading
 
 
 def _when(ns: int) -> datetime:
@@ -392,10 +429,6 @@ def _when(ns: int) -> datetime:
 def _present(meta: dict[str, Any]) -> dict[str, Any]:
     """The fields a trace said something about (a document's unset fields take its defaults)."""
     return {k: v for k, v in meta.items() if v not in ("", None)}
-
-
-def _parsed_end(end: dict[str, Any]) -> dict[str, Any]:
-    return RunMeta(**end).model_dump(include=set(end)) if end else {}
 
 
 def _labels(labels: Labels) -> dict[str, Any]:
@@ -412,11 +445,11 @@ def _transcript(calls: list[LlmCall], *, complete: bool) -> dict[str, Any] | Non
     """The conversation of an LLM-only trace: the last Messages API request and, once the trace is
     complete or when it asked for no tool, its response. Earlier assistant turns get the token
     counts of the LLM spans that produced them, in order."""
-    asked = [c for c in calls if c.request is not None]
+    asked = [(c, request) for c in calls if (request := c.request) is not None]
     if not asked:
         return None
-    last = max(asked, key=lambda c: (len(c.request["messages"]), c.start_ns))
-    messages = [dict(m) if isinstance(m, dict) else m for m in last.request["messages"]]
+    last, request = max(asked, key=lambda pair: (len(pair[1]["messages"]), pair[0].start_ns))
+    messages = [dict(m) if isinstance(m, dict) else m for m in request["messages"]]
     turns = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
     earlier = [c for c in calls if c is not last and not c.failed and c.start_ns <= last.start_ns]
     if len(earlier) == len(turns):
@@ -428,8 +461,8 @@ def _transcript(calls: list[LlmCall], *, complete: bool) -> dict[str, Any] | Non
         messages.append({"role": "assistant", "content": response["content"], "usage": usage})
     transcript = {"messages": messages}
     for key in ("model", "system", "tools"):
-        if last.request.get(key) is not None:
-            transcript[key] = last.request[key]
+        if request.get(key) is not None:
+            transcript[key] = request[key]
     return transcript
 
 

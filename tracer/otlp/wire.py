@@ -23,7 +23,7 @@ import binascii
 import json
 import math
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -63,11 +63,19 @@ class Span:
     scope: str = ""  # the instrumentation scope's name
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in SPAN_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Span:
         return cls(**data)
+
+
+SPAN_FIELDS = tuple(f.name for f in fields(Span))
+
+
+def clean(text: str) -> str:
+    """Text with each NUL character (which PostgreSQL cannot store) replaced by U+FFFD."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 class WireError(ValueError):
@@ -149,11 +157,13 @@ def _pb_value(value) -> Any:
         return base64.b64encode(value.bytes_value).decode()
     if which == "string_value_strindex":
         return None  # a profiles-only reference into a string table traces do not have
+    if which == "string_value":
+        return clean(value.string_value)
     return getattr(value, which)
 
 
 def _pb_attributes(attributes) -> dict[str, Any]:
-    return {kv.key: _pb_value(kv.value) for kv in attributes}
+    return {clean(kv.key): _pb_value(kv.value) for kv in attributes}
 
 
 def _decode_protobuf(body: bytes) -> Decoded:
@@ -169,7 +179,7 @@ def _decode_protobuf(body: bytes) -> Decoded:
     for r, resource_spans in enumerate(request.resource_spans):
         resource = _pb_attributes(resource_spans.resource.attributes)
         for s, scope_spans in enumerate(resource_spans.scope_spans):
-            scope = scope_spans.scope.name
+            scope = clean(scope_spans.scope.name)
             for i, pb in enumerate(scope_spans.spans):
                 path = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
                 problem = _id_problem(pb.trace_id, TRACE_ID_BYTES, f"{path}.traceId") or _id_problem(
@@ -187,15 +197,19 @@ def _decode_protobuf(body: bytes) -> Decoded:
                         trace_id=pb.trace_id.hex(),
                         span_id=pb.span_id.hex(),
                         parent_span_id=parent.hex() if parent and any(parent) else "",
-                        name=pb.name,
+                        name=clean(pb.name),
                         kind=pb.kind,
                         start_ns=pb.start_time_unix_nano,
                         end_ns=pb.end_time_unix_nano,
                         attributes=_pb_attributes(pb.attributes),
                         status_code=pb.status.code,
-                        status_message=pb.status.message,
+                        status_message=clean(pb.status.message),
                         events=[
-                            {"name": e.name, "time_ns": e.time_unix_nano, "attributes": _pb_attributes(e.attributes)}
+                            {
+                                "name": clean(e.name),
+                                "time_ns": e.time_unix_nano,
+                                "attributes": _pb_attributes(e.attributes),
+                            }
                             for e in pb.events
                         ],
                         resource=resource,
@@ -257,7 +271,7 @@ def _string(value: Any, path: str) -> str:
         return ""
     if not isinstance(value, str):
         raise WireError(path, "a string", _got(value))
-    return value
+    return clean(value)
 
 
 def _integer(value: Any, path: str, *, unsigned: bool = False) -> int:

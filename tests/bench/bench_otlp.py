@@ -1,0 +1,255 @@
+"""Benchmark (not a test): the shared 500-run workload sent to /v1/traces, until every run is queryable.
+
+The workload (../shared/bench/workload.py: 500 runs, 7,802 workload steps) becomes 8,302 spans with
+the shared ../shared/bench/otel_spans.py (OpenInference attributes), which the real
+``opentelemetry-exporter-otlp-proto-http`` exporter sends in 17 export calls of 512 spans, as the
+peers got them (Phoenix: 80.9 s, MLflow: 7.5 s until all spans were queryable). The app is served as
+in production: gunicorn with config/gunicorn.py, DEBUG off, on a free loopback port, over a fresh
+database. The clock starts with the first export call and stops when every run is finished with
+all its steps (polled in the database every 20 ms). The baseline, in the same process and database:
+the same rows (runs, steps, traces, span batches) inserted straight with ``bulk_create`` in one transaction.
+
+    .venv/bin/python tests/bench/bench_otlp.py [--backend sqlite|postgres|both] [--rounds 1]
+
+``--backend postgres`` uses RLT_BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/rlt_otlp),
+a database it drops and creates again each round; ``both`` (the default) runs SQLite, then
+PostgreSQL when it answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+BENCH_DIR = BASE_DIR.parent / "shared" / "bench"
+PG_URL = os.environ.get("RLT_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/rlt_otlp")
+RUNS = 500
+SEED = 20240601
+BATCH = 512
+
+
+def shared_bench(name: str):
+    """A module of the shared benchmark (../shared/bench), which is no package."""
+    spec = importlib.util.spec_from_file_location(f"shared_bench_{name}", BENCH_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pg_recreate(url: str) -> None:
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def pg_answers(url: str) -> bool:
+    try:
+        import psycopg
+
+        base = url.rpartition("/")[0]
+        with psycopg.connect(f"{base}/postgres", connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+def one_round(backend: str) -> dict:
+    """Run in a child process whose environment names the database (settings read it at import)."""
+    sys.path.insert(0, str(BASE_DIR))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection, transaction
+    from django.db.models import Sum
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from tracer.models import OtlpSpanBatch, OtlpTrace, Run, Step
+    from tracer.tokens import token_create
+
+    otel_spans, workload = shared_bench("otel_spans"), shared_bench("workload")
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    sender = User.objects.create_user(username="bench-sender")
+    _, secret = token_create(user=sender, name="bench")
+
+    runs = list(workload.generate(RUNS, SEED))
+    shift = otel_spans.rebase_shift_ms(runs, int(time.time() * 1000))
+    resource = Resource({"service.name": "peers-bench"})
+    spans = [s for run in runs for s in otel_spans.run_to_spans(run, resource, shift)]
+    batches = [spans[k : k + BATCH] for k in range(0, len(spans), BATCH)]
+    want_steps = sum(
+        sum(1 for s in r["steps"] if s["kind"] == "tool_call") + (r["stop_reason"] == "final_answer") for r in runs
+    )
+
+    port = free_port()
+    env = dict(os.environ, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=secrets.token_urlsafe(40), LOG_LEVEL="WARNING")
+    web = subprocess.Popen(
+        [
+            str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
+            "-c",
+            str(BASE_DIR / "config" / "gunicorn.py"),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "config.wsgi",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if web.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"gunicorn did not start: {web.stderr.read().decode()[-2000:]}") from None
+                time.sleep(0.1)
+        exporter = OTLPSpanExporter(
+            endpoint=f"http://127.0.0.1:{port}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=60
+        )
+        # one warm-up request (imports, first connection) with a trace that is not part of the workload
+        warm = otel_spans.run_to_spans(dict(runs[0], trace_id="f" * 32), resource, shift)
+        assert exporter.export(warm) == SpanExportResult.SUCCESS
+        Run.objects.filter(external_id="f" * 32).delete()
+        OtlpTrace.objects.filter(trace_id="f" * 32).delete()
+
+        mine = Run.objects.filter(source=Run.Source.OTLP, owner=sender, status=Run.Status.FINISHED)
+        calls = []
+        started = time.perf_counter()
+        for batch in batches:
+            t = time.perf_counter()
+            result = exporter.export(batch)
+            calls.append(time.perf_counter() - t)
+            if result != SpanExportResult.SUCCESS:
+                raise SystemExit(f"export failed: {result}")
+        exported = time.perf_counter() - started
+        while True:
+            done = mine.aggregate(n=Sum("step_count"))["n"] or 0
+            if mine.count() == RUNS and done == want_steps:
+                break
+            if time.perf_counter() - started > 600:
+                raise SystemExit(f"not queryable after 600 s: {mine.count()} runs, {done} steps")
+            time.sleep(0.02)
+        queryable = time.perf_counter() - started
+        exporter.shutdown()
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
+
+    # The baseline: the same rows, inserted straight in one transaction (for another owner).
+    other = User.objects.create_user(username="bench-baseline")
+    run_rows = list(Run.objects.filter(owner=sender).values())
+    step_rows = list(Step.objects.filter(run__owner=sender).values())
+    trace_rows = list(OtlpTrace.objects.filter(owner=sender).values())
+    span_rows = list(OtlpSpanBatch.objects.filter(trace__owner=sender).values())
+    t = time.perf_counter()
+    with transaction.atomic():
+        new_runs = Run.objects.bulk_create(
+            [Run(**dict(r, id=None, owner_id=other.pk, external_id="b" + r["external_id"][1:])) for r in run_rows]
+        )
+        run_map = {old["id"]: new.pk for old, new in zip(run_rows, new_runs, strict=True)}
+        Step.objects.bulk_create([Step(**dict(s, id=None, run_id=run_map[s["run_id"]])) for s in step_rows])
+        new_traces = OtlpTrace.objects.bulk_create(
+            [OtlpTrace(**dict(r, id=None, owner_id=other.pk, run_id=run_map[r["run_id"]])) for r in trace_rows]
+        )
+        trace_map = {old["id"]: new.pk for old, new in zip(trace_rows, new_traces, strict=True)}
+        OtlpSpanBatch.objects.bulk_create(
+            [OtlpSpanBatch(**dict(s, id=None, trace_id=trace_map[s["trace_id"]])) for s in span_rows]
+        )
+    baseline = time.perf_counter() - t
+    calls.sort()
+    return {
+        "backend": backend,
+        "database": connection.vendor,
+        "spans": len(spans),
+        "calls": len(batches),
+        "runs": RUNS,
+        "steps": want_steps,
+        "exported_s": round(exported, 3),
+        "queryable_s": round(queryable, 3),
+        "call_p50_ms": round(1000 * calls[len(calls) // 2], 1),
+        "call_max_ms": round(1000 * calls[-1], 1),
+        "baseline_s": round(baseline, 3),
+        "ratio": round(queryable / baseline, 1),
+        "rows": len(run_rows) + len(step_rows) + len(trace_rows) + len(span_rows),
+    }
+
+
+def child(backend: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="rlt-bench-otlp-") as tmp:
+        env = dict(os.environ, RLT_VAR_DIR=tmp, DJANGO_SETTINGS_MODULE="config.settings")
+        env.pop("RLT_TEST_DB_FILE", None)
+        if backend == "postgres":
+            pg_recreate(PG_URL)
+            env["DATABASE_URL"] = PG_URL
+        else:
+            env.pop("DATABASE_URL", None)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", backend], env=env, cwd=BASE_DIR, capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            raise SystemExit(f"{backend} round failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(one_round(args.child)))
+        return 0
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    if "postgres" in backends and not pg_answers(PG_URL):
+        print(f"PostgreSQL at {PG_URL.rpartition('@')[2]} does not answer: skipped")
+        backends.remove("postgres")
+    print(
+        f"{RUNS} runs (seed {SEED}) as OTLP spans in export calls of {BATCH} spans to gunicorn "
+        "(config/gunicorn.py, DEBUG off); all runs queryable = every run finished with all its steps"
+    )
+    for backend in backends:
+        for n in range(args.rounds):
+            print(f"  {backend} round {n + 1}/{args.rounds} …", flush=True)
+            r = child(backend)
+            print(
+                f"  {r['database']:10} {r['spans']} spans in {r['calls']} calls: exported in {r['exported_s']:.2f} s "
+                f"(per call p50 {r['call_p50_ms']:.0f} ms, max {r['call_max_ms']:.0f} ms); all {r['runs']} runs "
+                f"({r['steps']} steps) queryable after {r['queryable_s']:.2f} s\n"
+                f"  {'':10} baseline: the same {r['rows']} rows inserted straight in one transaction "
+                f"{r['baseline_s']:.2f} s; receiver / baseline = {r['ratio']:.1f}×",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
