@@ -75,8 +75,8 @@ def test_a_frozen_pool_process_is_refused_its_late_steps_once_its_run_was_interr
     """SIGSTOP on the pool process executing a run (a paused VM, a stop-the-world pause) for longer than
     the lease: its heartbeat stops too, so the sweep interrupts the run and queues its re-run. Then
     SIGCONT: the thawed process's next step must be refused, and the run not ended a second time."""
-    worker = start_worker(step_delay_s=0.5, concurrency=2, beat=True, env=FAST_RECOVERY)
-    experiment = experiment_launch(scenarios=["stuck-model"], policies=["starter"])  # 10 steps
+    worker = start_worker(step_delay_s=1.0, concurrency=2, beat=True, env=FAST_RECOVERY)
+    experiment = experiment_launch(scenarios=["refund-too-old"], policies=["starter"])  # 2 steps
     snapshot = wait_for(session_snapshot, running_with_steps, timeout=60, what="the run's first step", workers=[worker])
     run = running_with_steps(snapshot)[0]
     assert psutil.Process(run.worker_pid).ppid() == worker.proc.pid
