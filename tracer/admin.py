@@ -11,6 +11,19 @@ from .models import Experiment, PolicyVariant, Run, Step, StopReview
 logger = logging.getLogger(__name__)
 
 
+class ReadOnly:
+    """Mixed into an admin or an inline: shown, never added, changed or deleted here."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(PolicyVariant)
 class PolicyVariantAdmin(admin.ModelAdmin):
     list_display = ("name", "is_preset", "created_by", "created_at")
@@ -61,7 +74,7 @@ def _log_experiment_deletion(request, experiments) -> None:
         )
 
 
-class StepInline(admin.TabularInline):
+class StepInline(ReadOnly, admin.TabularInline):
     model = Step
     extra = 0
     can_delete = False
@@ -69,18 +82,9 @@ class StepInline(admin.TabularInline):
     readonly_fields = fields
     show_change_link = False
 
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnly, admin.ModelAdmin):
     list_display = (
         "id",
         "scenario",
@@ -99,15 +103,6 @@ class RunAdmin(admin.ModelAdmin):
     raw_id_fields = ("experiment", "parent", "policy")
     inlines = [StepInline]
     show_full_result_count = False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(StopReview)

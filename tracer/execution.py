@@ -336,12 +336,7 @@ def _interrupt_locked(*, run: Run, error: str) -> Interruption | None:
         rerun = Run.objects.create(
             experiment_id=run.experiment_id,
             rerun_of=run,
-            scenario=run.scenario,
-            policy_id=run.policy_id,
-            policy_name=run.policy_name,
-            policy_settings=run.policy_settings,
-            model_backend=run.model_backend,
-            model_name=run.model_name,
+            **run.spec(),
             task=run.task,
             status=Run.Status.QUEUED,
             enqueued_at=timezone.now(),

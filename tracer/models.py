@@ -237,6 +237,18 @@ class Run(models.Model):
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def spec(self) -> dict:
+        """What this run executes: its scenario, policy (with the settings snapshot) and model. A re-run
+        and a sub-agent's run are created with the same."""
+        return {
+            "scenario": self.scenario,
+            "policy_id": self.policy_id,
+            "policy_name": self.policy_name,
+            "policy_settings": self.policy_settings,
+            "model_backend": self.model_backend,
+            "model_name": self.model_name,
+        }
+
 
 class Step(models.Model):
     """One tool_use with its attempts, or the final answer."""

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from ..models import Run, Step
+from .conventions import EXTRA_ATTEMPT_FIELDS
 from .wire import STATUS_ERROR, STATUS_OK
 
 SCOPE = "repair-loop-tracer"
@@ -112,28 +113,23 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
     t = start_ns
     for step in steps:
         chat_end = t + CHAT_NS
-        if step.kind == Step.Kind.FINAL_ANSWER:
+        final = step.kind == Step.Kind.FINAL_ANSWER
+        if final:
             parts = [{"type": "text", "content": step.text}]
-            spans.add(
-                name=f"chat {run.model_name}".strip(),
-                parent=root_id,
-                start=t,
-                end=chat_end,
-                attrs=_chat_attrs(run, step, parts, "end_turn"),
-            )
-            t = chat_end
-            continue
-        parts = ([{"type": "text", "content": step.text}] if step.text else []) + [
-            {"type": "tool_call", "id": step.tool_use_id, "name": step.tool_name, "arguments": step.input}
-        ]
+        else:
+            parts = ([{"type": "text", "content": step.text}] if step.text else []) + [
+                {"type": "tool_call", "id": step.tool_use_id, "name": step.tool_name, "arguments": step.input}
+            ]
         spans.add(
             name=f"chat {run.model_name}".strip(),
             parent=root_id,
             start=t,
             end=chat_end,
-            attrs=_chat_attrs(run, step, parts, "tool_use"),
+            attrs=_chat_attrs(run, step, parts, "end_turn" if final else "tool_use"),
         )
         t = chat_end
+        if final:
+            continue
         call_id = step.tool_use_id or (f"rlt-step-{step.index}" if len(step.attempts or []) > 1 else "")
         attempts = step.attempts or [
             {
@@ -167,6 +163,11 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
                 "rlt.result.encoding": encoding,
                 "rlt.attempt.content": _dumps(attempt.get("content")),
                 "rlt.attempt.empty": bool(attempt.get("empty")),
+                **{
+                    f"rlt.attempt.{name}": _dumps(attempt[name])
+                    for name in EXTRA_ATTEMPT_FIELDS
+                    if attempt.get(name) is not None
+                },
             }
             if failed:
                 attrs["error.type"] = attempt.get("category") or "tool_error"

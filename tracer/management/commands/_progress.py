@@ -8,7 +8,7 @@ import time
 from collections import Counter, defaultdict
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
 from tracer.experiments import experiment_launch
@@ -50,6 +50,17 @@ def launch(*, stdout, wait: bool, timeout: float, **launch_args) -> Experiment:
         wait_for(experiment, timeout=timeout, stdout=stdout)
         stdout.write(summary_table(experiment))
     return experiment
+
+
+class LaunchCommand(BaseCommand):
+    """A command that launches an experiment: ``--wait`` and ``--timeout``, and ``launch`` with them."""
+
+    def add_arguments(self, parser):
+        parser.add_argument("--wait", action="store_true", help="wait with a progress bar, then print a summary table")
+        parser.add_argument("--timeout", type=float, default=900, help="seconds --wait waits (default 900)")
+
+    def launch(self, opts: dict, **launch_args) -> Experiment:
+        return launch(stdout=self.stdout, wait=opts["wait"], timeout=opts["timeout"], **launch_args)
 
 
 def progress_bar(done: int, total: int, width: int = 30, what: str = "runs finished") -> str:

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
-
 from agents.vocabulary import ModelBackendName
 from tracer.experiments import EXPERIMENT_BACKENDS
 from tracer.models import PolicyVariant
 
-from ._progress import launch
+from ._progress import LaunchCommand
 
 
 def expand(values: list[str] | None, every: list[str]) -> list[str]:
@@ -22,10 +20,11 @@ def expand(values: list[str] | None, every: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-class Command(BaseCommand):
+class Command(LaunchCommand):
     help = "Launch scenarios × policies × repeats as queued runs for the workers; --wait shows progress and a summary."
 
     def add_arguments(self, parser):
+        super().add_arguments(parser)
         parser.add_argument("--scenario", action="append", help='scenario name (repeat, comma-separate, or "all")')
         parser.add_argument("--policy", action="append", help='policy variant name (repeat, comma-separate, or "all")')
         parser.add_argument("--repeats", type=int, default=1)
@@ -33,18 +32,14 @@ class Command(BaseCommand):
             "--model", default=ModelBackendName.SIMULATED, help=f"model backend: {' or '.join(EXPERIMENT_BACKENDS)}"
         )
         parser.add_argument("--name", default="")
-        parser.add_argument("--wait", action="store_true", help="wait with a progress bar, then print a summary table")
-        parser.add_argument("--timeout", type=float, default=900, help="seconds --wait waits (default 900)")
 
     def handle(self, *args, **opts):
         from agents.scenarios import scenario_names
 
         scenarios = expand(opts["scenario"], list(scenario_names()))
         policies = expand(opts["policy"], list(PolicyVariant.objects.values_list("name", flat=True)))
-        launch(
-            stdout=self.stdout,
-            wait=opts["wait"],
-            timeout=opts["timeout"],
+        self.launch(
+            opts,
             scenarios=scenarios,
             policies=policies,
             model_backend=opts["model"],
