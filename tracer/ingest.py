@@ -209,7 +209,7 @@ class _Schema(BaseModel):
 
 
 class AttemptIn(_Schema):
-    """One try of one tool call (``agents.events.Attempt``)."""
+    """One try of one tool call (``agents.events.Attempt``; a test keeps the two in step)."""
 
     number: Annotated[int, Field(ge=1, le=INT_MAX)]
     ok: StrictBool
@@ -221,20 +221,13 @@ class AttemptIn(_Schema):
     latency_ms: Seconds = 0.0
     empty: StrictBool = False  # ok, but nothing was found
     result_content: Any = None  # the tool_result content made of this attempt
+    is_error: StrictBool | None = None  # the tool_result's is_error for this attempt, when known
+    transport: Annotated[str, Field(max_length=40)] | None = None  # how the harness reached the tool (e.g. mcp)
+    mcp_result: dict[str, Any] | None = None  # over MCP: the CallToolResult as the wire spells it (isError)
 
     def to_attempt(self) -> Attempt:
-        return Attempt(
-            number=self.number,
-            ok=self.ok,
-            content=self.content,
-            category=self.category.value if self.category else None,
-            retryable=self.retryable,
-            message=self.message,
-            backoff_s=self.backoff_s,
-            latency_ms=self.latency_ms,
-            empty=self.empty,
-            result_content=self.result_content,
-        )
+        # from_dict keeps the fields this version of Attempt has: a newer document still loads.
+        return Attempt.from_dict(self.model_dump(mode="json"))
 
 
 class StepIn(_Schema):
@@ -377,7 +370,20 @@ def _text_problem(value: str) -> str | None:
 
 
 def _storable(value: Any, path: str, errors: list[dict[str, str]]) -> None:
-    """Every string in ``value`` (keys too) can be stored; numbers are finite."""
+    """Every string in ``value`` (keys too) can be stored; numbers are finite. One ``json.dumps``
+    answers for the common case; only a suspect value is walked, to name the paths."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        text.encode("utf-8")
+    except (ValueError, UnicodeEncodeError):
+        pass
+    else:
+        if "\\u0000" not in text:
+            return
+    _storable_walk(value, path, errors)
+
+
+def _storable_walk(value: Any, path: str, errors: list[dict[str, str]]) -> None:
     if isinstance(value, str):
         if problem := _text_problem(value):
             errors.append({"path": path, "message": problem})
@@ -388,10 +394,10 @@ def _storable(value: Any, path: str, errors: list[dict[str, str]]) -> None:
         for key, item in value.items():
             if isinstance(key, str) and (problem := _text_problem(key)):
                 errors.append({"path": path, "message": f"a key {problem}"})
-            _storable(item, f"{path}.{key}" if path else str(key), errors)
+            _storable_walk(item, f"{path}.{key}" if path else str(key), errors)
     elif isinstance(value, list | tuple):
         for k, item in enumerate(value):
-            _storable(item, f"{path}[{k}]", errors)
+            _storable_walk(item, f"{path}[{k}]", errors)
 
 
 def _steps_check(steps: Sequence[StepIn], *, first_index: int, prefix: str = "steps") -> list[dict[str, str]]:
@@ -824,34 +830,43 @@ def _run_end(*, end: RunMeta | RunEndIn, events: Sequence[StepEvent] | None, las
     )
 
 
-def _run_new(*, meta: RunMeta, owner: Any, source: str, source_detail: str) -> Run:
-    """A new run from outside, marked running through ``recording.run_start``."""
-    run = Run.objects.create(
-        source=source,
+def _start(meta: RunMeta) -> RunStart:
+    return RunStart(
+        scenario=meta.scenario,
+        policy_name=meta.policy,
+        policy_settings=meta.policy_settings,
+        model_backend=Run.ModelBackend.IMPORTED,
+        model_name=meta.model,
+        task=meta.task,
+    )
+
+
+def document_record(
+    *, document: RunDocument, user: Any = None, source: str = Run.Source.IMPORT, source_detail: str = ""
+) -> recording.RunRecord:
+    """A new run from outside, as ``recording.runs_record_many`` writes it: the run document mapped
+    to the run's fields (model backend ``imported``), its start, its steps and, unless the document
+    says ``"status": "running"``, its end. The one place a document becomes a run."""
+    meta = document.run
+    events = _events(document.steps, first_index=1)
+    run = Run(
+        source=_source_check(source),
         source_detail=(source_detail or meta.source)[:200],
         external_id=meta.external_id,
-        owner=owner,
+        owner=_owner(user),
         labels=meta.labels,
         model_backend=Run.ModelBackend.IMPORTED,
         started_at=meta.started_at or timezone.now(),
         status=Run.Status.QUEUED,
     )
-    _run_begin(run=run, meta=meta)
-    return run
+    end = None
+    if meta.status == "finished":
+        end = _run_end(end=meta, events=events, last_kind=events[-1].kind if events else None)
+    return recording.RunRecord(run=run, start=_start(meta), steps=events, end=end, finished_at=meta.finished_at)
 
 
 def _run_begin(*, run: Run, meta: RunMeta) -> None:
-    recording.run_start(
-        run=run,
-        start=RunStart(
-            scenario=meta.scenario,
-            policy_name=meta.policy,
-            policy_settings=meta.policy_settings,
-            model_backend=Run.ModelBackend.IMPORTED,
-            model_name=meta.model,
-            task=meta.task,
-        ),
-    )
+    recording.run_start(run=run, start=_start(meta))
 
 
 def _find(*, source: str, owner: Any, external_id: str, lock: bool = False) -> Run | None:
@@ -912,27 +927,27 @@ def _import_once(*, document: RunDocument, owner: Any, source: str, source_detai
         existing = _find(source=source, owner=owner, external_id=meta.external_id, lock=True)
         action = "created"
         if existing is None:
-            run = _run_new(meta=meta, owner=owner, source=source, source_detail=source_detail)
-            recording.steps_record_many(run=run, steps=events)
+            record = document_record(document=document, user=owner, source=source, source_detail=source_detail)
+            (run,) = recording.runs_record_many(records=[record])
+            return ImportOutcome(run=run, action=action)
+        run = existing
+        stored = [_step_dict(s) for s in run.steps.order_by("index")]
+        wanted = [_step_dict(e) for e in events]
+        same_meta = _meta_matches(run, meta)
+        if stored == wanted and same_meta and run.is_active != finished:
+            return ImportOutcome(run=run, action="unchanged")
+        if run.is_active and same_meta and wanted[: len(stored)] == stored:
+            action = "completed"
+            recording.steps_record_many(run=run, steps=events[len(stored) :])
         else:
-            run = existing
-            stored = [_step_dict(s) for s in run.steps.order_by("index")]
-            wanted = [_step_dict(e) for e in events]
-            same_meta = _meta_matches(run, meta)
-            if stored == wanted and same_meta and run.is_active != finished:
-                return ImportOutcome(run=run, action="unchanged")
-            if run.is_active and same_meta and wanted[: len(stored)] == stored:
-                action = "completed"
-                recording.steps_record_many(run=run, steps=events[len(stored) :])
-            else:
-                action = "replaced"
-                recording.imported_run_reset(run=run)
-                fields = _reset_fields(meta=meta, source_detail=source_detail)
-                Run.objects.filter(pk=run.pk).update(**fields)
-                for name, value in fields.items():
-                    setattr(run, name, value)
-                _run_begin(run=run, meta=meta)
-                recording.steps_record_many(run=run, steps=events)
+            action = "replaced"
+            recording.imported_run_reset(run=run)
+            fields = _reset_fields(meta=meta, source_detail=source_detail)
+            Run.objects.filter(pk=run.pk).update(**fields)
+            for name, value in fields.items():
+                setattr(run, name, value)
+            _run_begin(run=run, meta=meta)
+            recording.steps_record_many(run=run, steps=events)
         if finished:
             recording.run_finish(
                 run=run, end=_run_end(end=meta, events=events, last_kind=last_kind), finished_at=meta.finished_at
@@ -972,6 +987,82 @@ def run_import(
     return run_import_outcome(document=document, user=user, source=source, source_detail=source_detail).run
 
 
+BATCH_RUNS = 200  # new runs written per transaction by runs_import_many
+
+
+def runs_import_many(
+    *,
+    documents: Sequence[RunDocument],
+    user: Any = None,
+    source: str = Run.Source.IMPORT,
+    source_detail: str = "",
+    progress: Callable[[int], None] | None = None,
+) -> list[ImportOutcome | IngestError]:
+    """``run_import`` for many documents (a JSON Lines batch), fast: one result per document, in
+    order, an ``ImportOutcome`` or the ``IngestError`` that refused it.
+
+    Each document is still all or nothing. New runs are written ``BATCH_RUNS`` at a time through
+    ``recording.runs_record_many`` (one transaction, two multi-row ``INSERT``s); a document whose
+    ``external_id`` was sent before, or repeats one earlier in the batch, goes through
+    ``run_import_outcome`` on its own (dedupe or replace), and so does every document of a group
+    that could not be written together (an id taken meanwhile by another request).
+    ``progress(n)`` is called with the number of documents done so far.
+    """
+    _source_check(source)
+    owner = _owner(user)
+    results: list[ImportOutcome | IngestError | None] = [None] * len(documents)
+    for k, document in enumerate(documents):
+        try:
+            _document_check(document)
+        except IngestError as exc:
+            results[k] = exc
+    ids = [d.run.external_id for k, d in enumerate(documents) if results[k] is None and d.run.external_id]
+    taken: set[str] = set()
+    for start in range(0, len(ids), 500):
+        taken |= set(
+            Run.objects.filter(source=source, owner=owner, external_id__in=ids[start : start + 500]).values_list(
+                "external_id", flat=True
+            )
+        )
+    fresh: list[int] = []
+    alone: list[int] = []
+    for k, document in enumerate(documents):
+        if results[k] is not None:
+            continue
+        external_id = document.run.external_id
+        (alone if external_id and external_id in taken else fresh).append(k)
+        if external_id:
+            taken.add(external_id)
+    done = sum(1 for r in results if r is not None)
+    for start in range(0, len(fresh), BATCH_RUNS):
+        group = fresh[start : start + BATCH_RUNS]
+        records = [
+            document_record(document=documents[k], user=owner, source=source, source_detail=source_detail)
+            for k in group
+        ]
+        try:
+            runs = recording.runs_record_many(records=records)
+        except IntegrityError:
+            alone.extend(group)
+            continue
+        for k, run in zip(group, runs, strict=True):
+            results[k] = ImportOutcome(run=run, action="created")
+        done += len(group)
+        if progress is not None:
+            progress(done)
+    for k in sorted(alone):
+        try:
+            results[k] = run_import_outcome(
+                document=documents[k], user=owner, source=source, source_detail=source_detail
+            )
+        except IngestError as exc:
+            results[k] = exc
+        done += 1
+        if progress is not None:
+            progress(done)
+    return [result for result in results if result is not None]  # every place is filled above
+
+
 def imported_run_open(*, user: Any, source: str, run: RunMeta, source_detail: str = "") -> Run:
     """Start a run that arrives step by step (status ``running``). Opening the same ``external_id``
     again returns the open run; ``RunEnded`` if that run has already ended."""
@@ -992,7 +1083,10 @@ def imported_run_open(*, user: Any, source: str, run: RunMeta, source_detail: st
                         f"({existing.stop_reason or 'finished'}); send it as a new run with another id",
                     )
                 return existing
-            return _run_new(meta=run, owner=owner, source=source, source_detail=source_detail)
+            document = RunDocument(run=run.model_copy(update={"status": "running"}))
+            record = document_record(document=document, user=owner, source=source, source_detail=source_detail)
+            (created,) = recording.runs_record_many(records=[record])
+            return created
     except IntegrityError:
         existing = _find(source=source, owner=owner, external_id=run.external_id)
         if existing is None:
@@ -1233,29 +1327,45 @@ def file_import(
     policy: str = "",
     progress: Callable[[int, int], None] | None = None,
 ) -> FileReport:
-    """Import every document or transcript in a file, each in its own transaction (all or nothing
-    per line of a batch), and report each: the run it became, or why it was refused (paths named).
-    ``scenario`` / ``policy`` label every run (blank: as each document says). ``progress(done, total)``
-    is called after each item."""
+    """Import every document or transcript in a file, each all or nothing (``runs_import_many``), and
+    report each: the run it became, or why it was refused (paths named). ``scenario`` / ``policy``
+    label every run (blank: as each document says). ``progress(done, total)`` is called as documents
+    are written."""
     report = FileReport(name=name)
     items, refused = file_items(name=name, data=data)
     total = len(items) + len(refused)
     report.items.extend(refused)
-    done = len(refused)
     meta = RunMeta(scenario=scenario, policy=policy) if (scenario or policy) else None
+    parsed: list[tuple[ItemReport, RunDocument]] = []
     for where, value in items:
         item = ItemReport(where=where)
+        report.items.append(item)
         try:
             document = document_label(document_parse(data=value, meta=meta), scenario=scenario, policy=policy)
-            outcome = run_import_outcome(document=document, user=user, source=source, source_detail=name[:200])
         except IngestError as exc:
             item.errors = exc.errors
         else:
-            item.run_id, item.action, item.steps = outcome.run.pk, outcome.action, len(document.steps)
-        report.items.append(item)
-        done += 1
+            parsed.append((item, document))
+    already = total - len(parsed)
+
+    def advanced(n: int) -> None:
         if progress is not None:
-            progress(done, total)
+            progress(already + n, total)
+
+    results = runs_import_many(
+        documents=[document for _, document in parsed],
+        user=user,
+        source=source,
+        source_detail=name[:200],
+        progress=advanced,
+    )
+    for (item, document), result in zip(parsed, results, strict=True):
+        if isinstance(result, IngestError):
+            item.errors = result.errors
+        else:
+            item.run_id, item.action, item.steps = result.run.pk, result.action, len(document.steps)
+    if progress is not None and not parsed:
+        progress(total, total)
     report.items.sort(key=_item_order)
     return report
 

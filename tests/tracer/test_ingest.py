@@ -159,7 +159,7 @@ def test_a_document_that_fails_while_writing_leaves_nothing_half_written(monkeyp
     def fail(**kwargs):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr("tracer.recording.run_finish", fail)
+    monkeypatch.setattr("tracer.recording._step_row", fail)  # after the run's row is inserted
     with pytest.raises(RuntimeError):
         imported(document())
     assert not Run.objects.exists() and not Step.objects.exists()
@@ -170,6 +170,15 @@ def test_a_run_document_with_status_running_stays_open_for_more_steps():
     assert run.status == Run.Status.RUNNING and run.is_active
     later = ingest.imported_steps_append(run=run, steps=[ingest.StepIn(kind="final_answer", text="Later.")])
     assert [s.index for s in later] == [3]
+
+
+def test_the_document_knows_every_field_of_an_attempt_and_a_step():
+    from dataclasses import fields
+
+    from agents.events import Attempt, StepEvent
+
+    assert {f.name for f in fields(Attempt)} <= set(ingest.AttemptIn.model_fields)
+    assert {f.name for f in fields(StepEvent)} == set(ingest.StepIn.model_fields)
 
 
 # --- export -----------------------------------------------------------------------------------

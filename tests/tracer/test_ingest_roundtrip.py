@@ -3,6 +3,7 @@ and exporting what was imported from an export changes nothing (Hypothesis)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agents.events import Attempt
 from agents.vocabulary import ErrorCategory, StopReason
 from tracer import ingest
 
@@ -27,6 +29,7 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
     max_leaves=8,
 )
+ATTEMPT_FIELDS = {f.name for f in dataclasses.fields(Attempt)}
 category = st.none() | st.sampled_from([c.value for c in ErrorCategory])
 # st.datetimes takes naive bounds; the values are made aware in UTC.
 moment = st.datetimes(
@@ -54,6 +57,13 @@ def attempts(draw) -> list[dict]:
                 "result_content": draw(json_values),
             }
         )
+        # Fields a newer Attempt carries (agents/events.py): generated when this version has them.
+        if "is_error" in ATTEMPT_FIELDS:
+            out[-1]["is_error"] = draw(st.none() | st.booleans())
+        if "transport" in ATTEMPT_FIELDS:
+            out[-1]["transport"] = draw(st.none() | st.sampled_from(["in_process", "mcp"]))
+        if "mcp_result" in ATTEMPT_FIELDS:
+            out[-1]["mcp_result"] = draw(st.none() | st.dictionaries(KEYS, json_values, max_size=2))
     return out
 
 
