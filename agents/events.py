@@ -34,6 +34,9 @@ class Attempt:
     latency_ms: float = 0.0
     empty: bool = False  # ok, but nothing was found
     result_content: Any = None  # the tool_result content the policy made of this attempt
+    is_error: bool | None = None  # the tool_result's is_error (Messages API spelling) for this attempt
+    transport: str | None = None  # a ToolTransport: how the harness reached the tool (None: recorded before)
+    mcp_result: dict[str, Any] | None = None  # over MCP: the CallToolResult as the wire spells it (isError)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict, for JSON. Shallow: ``content`` and ``result_content`` are the same

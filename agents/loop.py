@@ -223,6 +223,9 @@ class _Run:
                     latency_ms=round(latency_ms, 3),
                     empty=outcome.empty,
                     result_content=result,
+                    is_error=is_error,
+                    transport=self.spec.toolbox.transport,
+                    mcp_result=outcome.mcp_result,
                 )
             )
             if not is_error or (outcome.category == ErrorCategory.FATAL and policy.stop_on_fatal):

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .vocabulary import ErrorFormat, RetryRule
+from .vocabulary import ErrorFormat, RetryRule, ToolTransport
 
 
 class PolicyError(ValueError):
@@ -38,6 +38,7 @@ class Policy(BaseModel):
     consecutive_error_limit: int | None = Field(default=3, ge=1, le=50)  # None: no guard
     stop_on_fatal: bool = True
     max_steps: int = Field(default=10, ge=1, le=200)
+    tool_transport: ToolTransport = ToolTransport.IN_PROCESS  # mcp: the tools are served by an MCP server
 
     @field_validator("consecutive_error_limit", mode="before")
     @classmethod

@@ -7,6 +7,7 @@ model backends' SDK.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ from .llm.base import ModelBackend
 from .llm.registry import make_backend
 from .loop import AgentSpec, RunResult, Session, run_agent
 from .packs import Scenario
+from .persona import Persona
 from .policies import Policy, get_policy
 from .scenarios import get_scenario
-from .vocabulary import ModelBackendName
+from .vocabulary import ModelBackendName, ToolTransport
 
 
 def run_scenario(
@@ -29,11 +31,17 @@ def run_scenario(
     cassette: str | Path | None = None,
     record_to: str | Path | None = None,
     seed: int = 0,
+    mcp_server: str = "stdio",
 ) -> RunResult:
     """Run ``scenario`` under ``policy`` with the ``model`` backend, reporting to ``recorder`` as it goes.
 
     Raises ``ValueError`` (``PolicyError`` for a policy) for an unknown scenario, policy or model, or an
     unreadable cassette; anything that goes wrong inside the run ends it with a stop reason instead.
+
+    Under a policy whose ``tool_transport`` is ``mcp`` the tools are served by an MCP server
+    (``agents.mcp_client``): a subprocess over stdio, or with ``mcp_server="memory"`` the same server
+    in this process over the SDK's memory streams. A scenario that cannot be served over MCP is a
+    ``ValueError``.
     """
     found = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
     chosen = policy if isinstance(policy, Policy) else get_policy(policy)
@@ -41,6 +49,8 @@ def run_scenario(
     recorder = recorder if recorder is not None else ListRecorder()
     session = Session(backend=backend, policy=chosen, recorder=recorder, seed=seed)
     try:
+        if chosen.tool_transport == ToolTransport.MCP:
+            return _run_over_mcp(found, chosen, session, recorder, mcp_server)
         prepared = found.prepare(session)
         spec = AgentSpec(
             scenario=found.name,
@@ -52,3 +62,18 @@ def run_scenario(
         return run_agent(spec, policy=chosen, session=session, recorder=recorder, judge=prepared.judge)
     finally:
         backend.close(scenario=found.name, policy=chosen.name, seed=seed)
+
+
+def _run_over_mcp(scenario: Scenario, policy: Policy, session: Session, recorder: Recorder, server: str) -> RunResult:
+    """The run with its tools on an MCP server: the world, and so the judge, live in the server."""
+    from .mcp_client import mcp_toolbox  # loads the mcp SDK only for a run that uses it
+
+    with mcp_toolbox(scenario, server=server) as toolbox:  # type: ignore[arg-type]
+        spec = AgentSpec(
+            scenario=scenario.name,
+            task=scenario.task,
+            system=scenario.system,
+            toolbox=toolbox,
+            persona=replace(scenario.persona or Persona(), opening=scenario.opening),
+        )
+        return run_agent(spec, policy=policy, session=session, recorder=recorder, judge=toolbox.judge)

@@ -32,6 +32,8 @@ class Outcome:
     message: str | None = None
     empty: bool = False
     exception: BaseException | None = field(default=None, repr=False, compare=False)
+    # Over MCP: the CallToolResult this outcome was read from, as the wire spells it (``isError``).
+    mcp_result: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def as_lesson_dict(self) -> dict[str, Any]:
         """Lesson 000's ``{ok, content}`` shape."""

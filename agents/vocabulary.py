@@ -62,3 +62,10 @@ class ModelBackendName(StrEnum):
     SIMULATED = "simulated"  # deterministic rules, not Claude; offline
     CLAUDE = "claude"  # the Anthropic API, with ANTHROPIC_API_KEY
     REPLAY = "replay"  # a recorded cassette of request/response pairs
+
+
+class ToolTransport(StrEnum):
+    """How the harness reaches a scenario's tools (a policy setting)."""
+
+    IN_PROCESS = "in_process"  # the tool functions are called in the harness's own process
+    MCP = "mcp"  # an MCP server (official `mcp` SDK) serves them; the harness is its client

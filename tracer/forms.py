@@ -8,7 +8,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from agents.policies import PRESETS
-from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule
+from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
 from .models import Run, StopReview
 
@@ -110,6 +110,9 @@ class PolicyVariantForm(forms.Form):
     name = forms.CharField(max_length=40)
     base = forms.ChoiceField(choices=[(n, n) for n in PRESETS], initial="structured", label="base preset")
     description = forms.CharField(required=False, max_length=500)
+    tool_transport = forms.ChoiceField(
+        required=False, label="tool transport", choices=INHERIT + [(v, v) for v in ToolTransport]
+    )
     error_format = forms.ChoiceField(
         required=False,
         label="error format",

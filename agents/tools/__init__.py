@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ..errors import ToolFailure
 from ..runner import Outcome, failed, run_tool
-from ..vocabulary import ErrorCategory
+from ..vocabulary import ErrorCategory, ToolTransport
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,9 @@ class Tool:
 
 
 class Toolbox:
-    """The tools one agent may call, by name."""
+    """The tools one agent may call, by name, called in this process (``agents.mcp_client`` has the MCP one)."""
+
+    transport = ToolTransport.IN_PROCESS
 
     def __init__(self, tools: list[Tool]) -> None:
         self.tools = {t.name: t for t in tools}
