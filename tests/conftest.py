@@ -48,6 +48,32 @@ def database_url_for_workers() -> str:
     return f"postgres://{auth}{host}{port}/{db['NAME']}"
 
 
+def subprocess_env(overrides: dict[str, str | None]) -> dict[str, str]:
+    """This process's environment for a subprocess on the same settings, with ``overrides`` laid over
+    it (a value of None removes the variable); never this session's test database file."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env.pop("RLT_TEST_DB_FILE", None)
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def wait_until(condition, *, timeout: float, what: str, worker: WorkerProcess | None = None):
+    """``condition()``'s first true value, asked every 0.05 s; fails after ``timeout`` seconds naming
+    ``what``, with the end of ``worker``'s log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    log = worker.log()[-3000:] if worker else ""
+    raise AssertionError(f"timed out waiting for {what}\n{log}")
+
+
 def purge_test_queue() -> None:
     from config.celery import app
 
@@ -82,23 +108,17 @@ class WorkerProcess:
         if self.hold_file:
             self.hold_file.touch()
         self.beat_schedule = ARTIFACTS / f"beat-{os.getpid()}-{self.name}-{uuid.uuid4().hex[:4]}" if beat else None
-        overrides = env or {}
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url_for_workers(),
-            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-            "RLT_BROKER_DIR": str(settings.BROKER_DIR),
-            "RLT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
-            "RLT_STEP_DELAY_S": str(step_delay_s),
-            "RLT_TEST_HOLD_FILE": str(self.hold_file or ""),
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-        }
-        env.pop("RLT_TEST_DB_FILE", None)
-        for key, value in overrides.items():
-            if value is None:
-                env.pop(key, None)
-            else:
-                env[key] = value
+        env = subprocess_env(
+            {
+                "DATABASE_URL": database_url_for_workers(),
+                "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+                "RLT_BROKER_DIR": str(settings.BROKER_DIR),
+                "RLT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+                "RLT_STEP_DELAY_S": str(step_delay_s),
+                "RLT_TEST_HOLD_FILE": str(self.hold_file or ""),
+                **(env or {}),
+            }
+        )
         beat_args = ["--beat", f"--schedule={self.beat_schedule}"] if self.beat_schedule else []
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(

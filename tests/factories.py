@@ -16,7 +16,7 @@ from typing import Any
 import factory
 from django.utils import timezone
 
-from agents.events import Attempt, StepEvent
+from agents.events import Attempt, RunStart, StepEvent
 from agents.policies import PRESETS
 from agents.vocabulary import StepKind
 from tracer import recording
@@ -26,6 +26,18 @@ TOO_OLD = "Refunds close after 30 days. This order is 239 days old."
 UNSET: Any = object()
 
 # --- agent events ---------------------------------------------------------------------------------
+
+
+def start_for(run: Run) -> RunStart:
+    """The loop's report that ``run`` started, under the simulated model."""
+    return RunStart(
+        scenario=run.scenario,
+        policy_name=run.policy_name,
+        policy_settings=run.policy_settings,
+        model_backend="simulated",
+        model_name="simulated-rules",
+        task="Refund order 0871.",
+    )
 
 
 def failed_attempt(

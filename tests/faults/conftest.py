@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from tests.conftest import BASE_DIR, WorkerProcess, purge_test_queue
+from tests.conftest import BASE_DIR, WorkerProcess, purge_test_queue, subprocess_env
 
 # Short lease, sweep and re-send periods for the workers of a fault test, so recovery is seen in
 # seconds: a lease not renewed for 3 s has expired, beat sweeps every second, a queued run whose
@@ -338,15 +338,13 @@ def broker_folder() -> Iterator[Path]:
 
 def manage(*args: str, env: dict[str, str | None], timeout: float = 180) -> subprocess.CompletedProcess:
     """``manage.py ARGS`` in a subprocess with ``env`` laid over this environment (None removes a variable)."""
-    full = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
-    full.pop("RLT_TEST_DB_FILE", None)
-    for key, value in env.items():
-        if value is None:
-            full.pop(key, None)
-        else:
-            full[key] = value
     result = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=full, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env=subprocess_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if result.returncode != 0:
         raise AssertionError(f"manage.py {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}")

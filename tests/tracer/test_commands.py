@@ -26,6 +26,9 @@ def call(*args) -> str:
     return out.getvalue()
 
 
+REFUND = ("run_agent", "--scenario", "refund-too-old", "--policy", "structured")  # then the model options
+
+
 def test_run_agent_prints_the_trace_like_the_agents_command_line_and_the_runs_page():
     out = call("run_agent", "--scenario", "currency-unsupported", "--policy", "structured")
     run = Run.objects.get()
@@ -51,24 +54,14 @@ def test_run_agent_names_each_bad_option_and_what_is_expected():
 
 def test_run_agent_replay_without_a_cassette_says_so():
     with pytest.raises(CommandError, match="--cassette: the replay backend needs a cassette"):
-        call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "replay")
+        call(*REFUND, "--model", "replay")
 
 
 def test_run_agent_records_a_cassette_that_replays_to_the_same_trace(tmp_path):
     cassette = tmp_path / "refund.json"
-    recorded = call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--record", str(cassette))
+    recorded = call(*REFUND, "--record", str(cassette))
     assert f"recorded to {cassette}" in recorded
-    replayed = call(
-        "run_agent",
-        "--scenario",
-        "refund-too-old",
-        "--policy",
-        "structured",
-        "--model",
-        "replay",
-        "--cassette",
-        str(cassette),
-    )
+    replayed = call(*REFUND, "--model", "replay", "--cassette", str(cassette))
 
     def trace(text: str) -> list[str]:
         return [line for line in text.splitlines() if line.startswith(("step ", "final answer:", "verdict:"))]
@@ -82,7 +75,7 @@ def test_run_agent_refuses_claude_without_an_api_key_before_recording_anything(s
     with pytest.raises(
         CommandError, match="--model: the claude backend calls the Anthropic API: set ANTHROPIC_API_KEY"
     ):
-        call("run_agent", "--scenario", "refund-too-old", "--policy", "structured", "--model", "claude")
+        call(*REFUND, "--model", "claude")
     assert not Run.objects.exists()
 
 
@@ -172,15 +165,5 @@ def test_sweep_runs_sweeps_once_and_says_what_it_did():
 def test_run_agent_names_a_cassette_it_cannot_read(tmp_path):
     missing = tmp_path / "missing.json"
     with pytest.raises(CommandError, match=f"--cassette: cassette {missing} does not exist; expected a file written"):
-        call(
-            "run_agent",
-            "--scenario",
-            "refund-too-old",
-            "--policy",
-            "structured",
-            "--model",
-            "replay",
-            "--cassette",
-            str(missing),
-        )
+        call(*REFUND, "--model", "replay", "--cassette", str(missing))
     assert not Run.objects.exists()

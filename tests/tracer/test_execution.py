@@ -15,20 +15,10 @@ from django.utils import timezone
 
 from tracer.execution import process_alive, run_claim, run_interrupt_stale
 from tracer.experiments import run_create
-from tracer.models import Experiment, PolicyVariant, Run
+from tracer.models import Experiment, Run
 from tracer.tasks import _interrupt_runs_of_previous_incarnation
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def starter() -> PolicyVariant:
-    return PolicyVariant.objects.get(name="starter")
-
-
-@pytest.fixture
-def run(starter) -> Run:
-    return run_create(scenario="refund-too-old", policy=starter)
 
 
 def test_a_run_is_claimed_once_under_a_new_token_and_a_lease(run, settings):

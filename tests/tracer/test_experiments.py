@@ -14,11 +14,6 @@ from tracer.models import PolicyVariant, Run
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def starter() -> PolicyVariant:
-    return PolicyVariant.objects.get(name="starter")
-
-
 def test_the_four_presets_exist_as_policy_variants_with_their_settings():
     presets = {v.name: v for v in PolicyVariant.objects.filter(is_preset=True)}
     assert set(presets) == {"fragile", "starter", "message", "structured"}

@@ -20,24 +20,19 @@ from django.db import OperationalError, connection
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.events import RunEnd, RunStart
+from agents.events import RunEnd
 from tests.dom import page
-from tests.factories import final_step, ok_attempt, tool_step
+from tests.factories import final_step, ok_attempt, start_for, tool_step
 from tracer import execution
 from tracer.execution import LeaseHeartbeat, run_claim, run_execute, runs_sweep
 from tracer.experiments import experiment_launch, run_create
-from tracer.models import Experiment, PolicyVariant, Run, Step
+from tracer.models import Experiment, Run, Step
 from tracer.recording import DbRecorder, RecordingStopped, RunNotRunning, run_finish, step_record
 from tracer.tasks import run_execute_task
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HX-Request": "true"}
-
-
-@pytest.fixture
-def starter() -> PolicyVariant:
-    return PolicyVariant.objects.get(name="starter")
 
 
 @pytest.fixture
@@ -62,17 +57,6 @@ def claimed(run: Run, *, worker_name: str = "celery@gone", pid: int = 7) -> Run:
 def lapse(run: Run, seconds: float = 1) -> None:
     """Its worker stopped renewing the lease ``seconds`` ago."""
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=seconds))
-
-
-def start_for(run: Run) -> RunStart:
-    return RunStart(
-        scenario=run.scenario,
-        policy_name=run.policy_name,
-        policy_settings=run.policy_settings,
-        model_backend="simulated",
-        model_name="simulated-rules",
-        task="Refund order 0871.",
-    )
 
 
 # --- refused late steps ------------------------------------------------------------------------

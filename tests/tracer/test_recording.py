@@ -11,35 +11,14 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
-from agents.events import RunEnd, RunStart, Verdict
-from tests.factories import failed_attempt, final_step, ok_attempt, tool_step
+from agents.events import RunEnd, Verdict
+from tests.factories import failed_attempt, final_step, ok_attempt, start_for, tool_step
 from tracer import recording
 from tracer.experiments import run_create
-from tracer.models import Experiment, PolicyVariant, Run, Step
+from tracer.models import Experiment, Run, Step
 from tracer.recording import DbRecorder
 
 pytestmark = pytest.mark.django_db
-
-
-def start_for(run: Run) -> RunStart:
-    return RunStart(
-        scenario=run.scenario,
-        policy_name=run.policy_name,
-        policy_settings=run.policy_settings,
-        model_backend="simulated",
-        model_name="simulated-rules",
-        task="Refund order 0871.",
-    )
-
-
-@pytest.fixture
-def starter() -> PolicyVariant:
-    return PolicyVariant.objects.get(name="starter")
-
-
-@pytest.fixture
-def run(starter) -> Run:
-    return run_create(scenario="refund-too-old", policy=starter)
 
 
 def test_counters_match_the_steps_written(run):

@@ -16,24 +16,12 @@ from django.core.management import call_command
 
 from agents.events import ListRecorder
 from agents.run import run_scenario
-from tests.conftest import WorkerProcess, purge_test_queue
+from tests.conftest import WorkerProcess, purge_test_queue, wait_until
 from tracer.execution import run_claim, runs_sweep
 from tracer.experiments import experiment_launch
 from tracer.models import Run
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def wait_until(condition, *, timeout: float, what: str, worker: WorkerProcess, every=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        if every is not None:
-            every()
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}\n{worker.log()[-3000:]}")
 
 
 def ended_as_the_agent_core_ends_it(run: Run) -> None:
@@ -42,6 +30,17 @@ def ended_as_the_agent_core_ends_it(run: Run) -> None:
     assert run.status == Run.Status.FINISHED, run
     assert run.stop_reason == expected.end.stop_reason, run
     assert run.step_count == run.steps.count() == len(expected.steps), run
+
+
+def held_after_a_step(process: WorkerProcess) -> Run:
+    """Launch one starter run of refund-too-old and wait until ``process`` (``hold=True``) has recorded
+    a step of it; the run is then held before its final answer."""
+    experiment = experiment_launch(scenarios=["refund-too-old"], policies=["starter"])
+    run = experiment.runs.get()
+    wait_until(
+        lambda: Run.objects.filter(pk=run.pk, step_count__gt=0).exists(), timeout=60, what="a step", worker=process
+    )
+    return run
 
 
 @contextlib.contextmanager
@@ -76,11 +75,7 @@ def test_a_live_run_survives_interrupt_stale_and_the_sweep_and_ends_with_its_rea
     # A 1.5 s lease, and the run held after its first step for longer than that: only the heartbeat
     # keeps the lease alive meanwhile.
     with worker(hold=True, concurrency=1, env={"RLT_LEASE_S": "1.5"}) as process:
-        experiment = experiment_launch(scenarios=["refund-too-old"], policies=["starter"])
-        run = experiment.runs.get()
-        wait_until(
-            lambda: Run.objects.filter(pk=run.pk, step_count__gt=0).exists(), timeout=60, what="a step", worker=process
-        )
+        run = held_after_a_step(process)
         held_since = time.monotonic()
         while time.monotonic() < held_since + 4:  # more than twice the lease
             out = StringIO()
@@ -104,11 +99,8 @@ def test_a_live_run_survives_interrupt_stale_and_the_sweep_and_ends_with_its_rea
 
 def test_a_run_whose_pool_process_was_killed_is_interrupted_with_its_steps_and_rerun_once():
     with worker(hold=True, concurrency=1, env={"RLT_LEASE_S": "60"}) as process:
-        experiment = experiment_launch(scenarios=["refund-too-old"], policies=["starter"])
-        run = experiment.runs.get()
-        wait_until(
-            lambda: Run.objects.filter(pk=run.pk, step_count__gt=0).exists(), timeout=60, what="a step", worker=process
-        )
+        run = held_after_a_step(process)
+        experiment = run.experiment
         pool = psutil.Process(process.proc.pid).children()
         assert [p.pid for p in pool] == [Run.objects.get(pk=run.pk).worker_pid]
         os.kill(pool[0].pid, signal.SIGKILL)  # what the OOM killer does; the worker lives on

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from io import StringIO
 
 import pytest
@@ -11,23 +10,12 @@ from django.core.management import call_command
 from agents.events import ListRecorder
 from agents.run import run_scenario
 from agents.scenarios import scenario_names
-from tests.conftest import WorkerProcess, purge_test_queue
+from tests.conftest import WorkerProcess, purge_test_queue, wait_until
 from tracer.experiments import experiment_launch, run_create
 from tracer.models import PolicyVariant, Run, Step
 from tracer.tasks import run_execute_task
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def wait_until(condition, *, timeout: float, what: str, worker: WorkerProcess | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    log = worker.log()[-3000:] if worker else ""
-    raise AssertionError(f"timed out waiting for {what}\n{log}")
 
 
 @pytest.fixture
