@@ -10,6 +10,7 @@ from django.db import connection
 from django.test import RequestFactory
 from django.urls import reverse
 
+from tests.dom import page
 from tracer import access
 from tracer.models import ApiToken
 from tracer.tokens import token_create, token_list, token_revoke, token_user
@@ -138,8 +139,7 @@ def as_alice(client, alice):
 
 
 def test_every_page_links_to_the_tokens_page(as_alice):
-    html = as_alice.get(reverse("tracer:runs")).content.decode()
-    assert f'href="{reverse("tracer:tokens")}"' in html and "API tokens" in html
+    assert ("API tokens", reverse("tracer:tokens")) in page(as_alice.get(reverse("tracer:runs"))).links
 
 
 def test_a_token_made_on_the_page_is_shown_once_and_never_again(as_alice, alice):
@@ -147,8 +147,7 @@ def test_a_token_made_on_the_page_is_shown_once_and_never_again(as_alice, alice)
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     token = ApiToken.objects.get(user=alice)
-    html = response.content.decode()
-    secret = html.split('id="token-secret"', 1)[1].split('value="', 1)[1].split('"', 1)[0]
+    secret = page(response).one("#token-secret")["value"]
     assert secret.startswith(token.prefix) and token_user(bearer(secret)) == alice
     listing = as_alice.get(reverse("tracer:tokens")).content.decode()
     assert token.prefix in listing and "support bot" in listing
@@ -159,16 +158,17 @@ def test_the_htmx_form_answers_with_the_secret_and_tells_the_list_to_refresh(as_
     response = as_alice.post(reverse("tracer:token-create"), {"name": "ci"}, headers=HTMX)
     assert response.status_code == 200
     assert "tokenCreated" in response["HX-Trigger"]
-    html = response.content.decode()
-    assert 'id="token-secret"' in html and "<html" not in html
-    assert "shown only this once" in html
+    doc = page(response)
+    assert doc.one("#token-secret")["value"] and not doc.select("html, nav")  # the fragment, with the secret
+    assert "shown only this once" in doc.text
 
 
 def test_a_token_needs_a_name(as_alice):
     response = as_alice.post(reverse("tracer:token-create"), {"name": "  "})
     assert response.status_code == 200
-    assert 'id="token-secret"' not in response.content.decode()
-    assert "error-name" in response.content.decode()
+    doc = page(response)
+    assert not doc.select("#token-secret")
+    assert doc.one("#error-name").text
     assert not ApiToken.objects.exists()
 
 
