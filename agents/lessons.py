@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from .errors import ToolFailure
 from .lesson_wording import LESSONS
 from .packs import (
+    DEFAULT_SYSTEM,
     Judge,
     Pack,
     Scenario,
@@ -94,6 +95,60 @@ ROOM_TOOLS = (free_slots, book_slot)
 SHOP_TOOLS = (lookup_orders, process_refund)
 
 
+@tool(OrderInput, name="lookup_order", description="Look up one order's status.")
+def lookup_order_terse(shop: LumenWorld, order_id: str) -> dict:
+    """A lookup whose message alone is ambiguous: only its category says the id is wrong."""
+    shop.lookup_calls.append(order_id)
+    if order_id not in shop.orders:
+        raise ToolFailure(ErrorCategory.VALIDATION, f"Order {order_id} could not be processed.")
+    return shop.lookup_order(order_id)
+
+
+class SearchInput(BaseModel):
+    query: str = Field(min_length=1, description="Part of a customer's name")
+
+
+class CustomerIdInput(BaseModel):
+    customer_id: str = Field(min_length=1, description="The customer's id, e.g. C-0001")
+
+
+@dataclass
+class Directory:
+    """Lumen Supply's customers: far too many to list in an error (lesson 001's "use search_customers")."""
+
+    shop: LumenWorld = field(default_factory=LumenWorld)
+    customers: dict[str, str] = field(
+        default_factory=lambda: {f"C-{n:04d}": f"Customer {n:04d}" for n in range(1, 1201)} | {"C-0417": "Ana Ruiz"}
+    )
+    searches: list[str] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+
+
+@tool(SearchInput, description="Find customers whose name contains every word of the query.")
+def search_customers(directory: Directory, query: str) -> dict:
+    directory.searches.append(query)
+    words = [w for w in re.split(r"[^a-z0-9]+", query.lower()) if w]
+    found = [
+        {"customer_id": cid, "name": name}
+        for cid, name in directory.customers.items()
+        if words and all(w in name.lower().split() for w in words)
+    ]
+    return {"customers": found}
+
+
+@tool(CustomerIdInput, description="List a customer's orders by customer id.")
+def customer_orders(directory: Directory, customer_id: str) -> dict:
+    directory.reads.append(customer_id)
+    name = directory.customers.get(customer_id)
+    if name is None:
+        raise ToolFailure(
+            ErrorCategory.VALIDATION, f"unknown customer id '{customer_id}'; use search_customers to find the id first"
+        )
+    shop = directory.shop
+    mine = [o for o in shop.orders.values() if o.owner == name]
+    return {"customer_id": customer_id, "orders": [{"order_id": o.order_id, "item": o.item} for o in mine]}
+
+
 # --- what the judges read ----------------------------------------------------------------------
 
 
@@ -119,6 +174,11 @@ def booking_asked_once(rooms: Rooms) -> tuple[bool, str]:
 
 def room_not_booked(rooms: Rooms) -> bool:
     return rooms.bookings.get("2026-10-02") == ["09:00", "14:00"]
+
+
+def claims_no_orders() -> Any:
+    """An answer that reports "no orders" as fact, when the lookup in fact failed."""
+    return never_mentions("answer does not say there are no orders", "no orders", "no items", "none", "any orders")
 
 
 def refused_refund() -> list[Any]:
@@ -436,6 +496,90 @@ SCENARIOS = (
         description="Lesson 001: the model keeps sending free_slots('next Friday'); a consecutive-error guard "
         "must end the run quickly.",
         persona=Persona(repeats_when_stuck=True, wording=LESSONS, bare_error_repeats=0),
+    ),
+    Scenario(
+        "lookup-order-ambiguous",
+        "An ambiguous message: the category says the id is wrong",
+        "Where is my order 1404?",
+        tools=(lookup_order_terse,),
+        world=LumenWorld,
+        judge=Judge(
+            answered(),
+            state(
+                "order looked up once",
+                lambda shop: (len(shop.lookup_calls) == 1, f"asked {len(shop.lookup_calls)} times"),
+            ),
+            mentions_any("answer asks for a corrected order number", "correct", "check the"),
+        ),
+        opening=(call("lookup_order", order_id="1404"),),
+        description="Lesson 002's quiz: 'Order 1404 could not be processed.' could be a timeout, a refusal or a "
+        "wrong id; only the category (validation) says the customer must send a corrected id.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "lookup-timeout-swallowed",
+        "Order history keeps timing out: not 'no orders'",
+        "Which orders do I have with you?",
+        tools=SHOP_TOOLS,
+        world=lambda: LumenWorld(history_fault="timeout"),
+        judge=Judge(
+            answered(),
+            claims_no_orders(),
+            mentions_any("answer says the lookup failed", "timed out", "failing", "failed", "couldn't", "unable"),
+        ),
+        opening=(call("lookup_orders", customer="Ana Ruiz"),),
+        description="Lesson 001's common mistake and lesson 002's coordinator quiz: a harness that swallows the "
+        "timeout as an empty result makes the model report 'no orders' as fact (policy swallow_errors).",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "lookup-access-denied",
+        "No access to the order history: an error, not an empty list",
+        "Which orders do I have with you?",
+        tools=SHOP_TOOLS,
+        world=lambda: LumenWorld(history_fault="access"),
+        judge=Judge(
+            answered(),
+            claims_no_orders(),
+            mentions_any("answer says the orders could not be read", "access", "couldn't", "can't", "unable"),
+        ),
+        opening=(call("lookup_orders", customer="Ana Ruiz"),),
+        description="Lesson 002: tell an access failure from a valid empty result; only the first carries an "
+        "error. Ana has five orders, so 'no orders' is false.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "refund-not-found-permission",
+        "A misleading 'not found' that is really a permission refusal",
+        "Please refund order 0912, I don't need the keyboard any more.",
+        tools=SHOP_TOOLS,
+        world=lambda: LumenWorld(others_look_missing=True),
+        judge=Judge(*refused_refund(), never_mentions("answer does not name the owner", "Bram", "Okafor")),
+        opening=(call("process_refund", order_id="0912"),),
+        description="Lesson 001: the message says 'not found' and lists the customer's own ids, but the order is "
+        "someone else's (permission). A model that trusts the message 'fixes' the id and refunds another order.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "customer-search-first",
+        "Unknown customer among 1,201: the error points to search_customers",
+        "Which orders does our customer Ana Ruiz have?",
+        tools=(search_customers, customer_orders),
+        world=Directory,
+        judge=Judge(
+            answered(),
+            state("orders read for C-0417", lambda d: ("C-0417" in d.reads, f"read {', '.join(d.reads) or 'none'}")),
+            mentions("answer gives orders 0871 and 0934", "0871", "0934"),
+        ),
+        opening=(call("customer_orders", customer_id="Ana Ruiz"),),
+        description="Lesson 001: 'unknown customer id; use search_customers to find the id first' instead of "
+        "listing 1,201 ids; the model searches, then asks again with the id it found.",
+        system=DEFAULT_SYSTEM,
+        persona=PERSONA,
     ),
     Scenario(
         "coordinator-partial",

@@ -27,6 +27,7 @@ from .vocabulary import ErrorCategory, ErrorFormat, StepKind, StopReason
 
 MAX_TOKENS = 1024
 EXHAUSTED_ADVICE = "try again later or use another source"
+SWALLOWED: list[Any] = []  # what a harness that swallows failures sends: "no results", as if it worked
 
 
 class RunAborted(BaseException):
@@ -94,11 +95,19 @@ def as_text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
-def format_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str) -> tuple[Any, bool]:
-    """The tool_result content and ``is_error`` flag that ``policy`` makes of an outcome."""
+def format_result(
+    policy: Policy, outcome: Outcome, *, attempts: int, tool: str, final: bool = True
+) -> tuple[Any, bool]:
+    """The tool_result content and ``is_error`` flag that ``policy`` makes of an outcome.
+
+    ``final``: no retry follows this attempt. Only then does a transient failure that was tried more
+    than once say so and what to do next; an attempt the harness retries never says "try again later".
+    """
     empty_error = outcome.ok and outcome.empty and policy.empty_is_error
     if outcome.ok and not empty_error:
         return outcome.content, False
+    if policy.swallow_errors and not outcome.ok:
+        return SWALLOWED, False
     if policy.error_format in (ErrorFormat.BARE, ErrorFormat.RAISE):
         return {"error": {"message": "Error"}}, True
     if empty_error:
@@ -108,7 +117,7 @@ def format_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str)
             return message, True
         return error_json("empty", message, retryable=False), True
     message = outcome.message or "the tool failed without a message"
-    if outcome.category == ErrorCategory.TRANSIENT and attempts > 1:
+    if final and outcome.category == ErrorCategory.TRANSIENT and attempts > 1:
         message = f"still failing after {attempts} attempts: {message}; {EXHAUSTED_ADVICE}"
     if policy.error_format == ErrorFormat.MESSAGE:
         return message, True
@@ -136,7 +145,7 @@ class _Run:
         return {
             "model": self.session.backend.model,
             "max_tokens": MAX_TOKENS,
-            "system": self.spec.system,
+            "system": self.policy.system_prompt(self.spec.system),
             "tools": self.tools,
             "messages": self.messages,
         }
@@ -210,7 +219,7 @@ class _Run:
             outcome = self.spec.toolbox.call(name, raw_input)
             latency_ms = (time.perf_counter() - began) * 1000
             number = len(step.attempts) + 1
-            result, is_error = format_result(policy, outcome, attempts=number, tool=name)
+            result, is_error = format_result(policy, outcome, attempts=number, tool=name, final=False)
             step.attempts.append(
                 Attempt(
                     number=number,
@@ -228,14 +237,21 @@ class _Run:
                     mcp_result=outcome.mcp_result,
                 )
             )
-            if not is_error or (outcome.category == ErrorCategory.FATAL and policy.stop_on_fatal):
+            if not outcome.ok and outcome.category == ErrorCategory.FATAL and policy.stop_on_fatal:
+                # The run stops here: no tool_result is sent, so none is recorded.
+                step.attempts[-1].result_content = None
+                self.finish_step(step, None, True)
+                return step
+            if not is_error:
                 break
             if policy.error_format == ErrorFormat.RAISE:
+                step.attempts[-1].result_content = None
                 self.finish_step(step, None, True)
                 raise outcome.exception or LookupError(f"{name} found nothing")
-            if not policy.should_retry(
-                category=outcome.category or "empty", retryable=bool(outcome.retryable), attempt=number
-            ):
+            if not policy.should_retry(result=result, is_error=is_error, category=outcome.category, attempt=number):
+                # The last attempt: its tool_result goes to the model, saying so when retries ran out.
+                result, is_error = format_result(policy, outcome, attempts=number, tool=name)
+                step.attempts[-1].result_content = result
                 break
             backoff = policy.backoff(attempt=number, rng=self.session.rng)
             self.session.clock.sleep(backoff)
@@ -275,7 +291,7 @@ def run_agent(
         model_backend=backend.kind,
         model_name=backend.model,
         task=spec.task,
-        system=spec.system,
+        system=policy.system_prompt(spec.system),
         tools=spec.toolbox.schemas(),
     )
     recorder.run_started(start)

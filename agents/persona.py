@@ -54,8 +54,8 @@ class Persona:
 
     ``bare_error_repeats``: how many times it sends the same call again when a tool_result says only
     "Error" before it gives up (generic: once; the lessons' personas give up at once, as the recorded
-    Claude run in lesson 002 did). ``retryable_repeats``: how many times it sends a call again whose
-    failure says a retry can help and that the harness did not retry to exhaustion.
+    Claude run in lesson 002 did). How often it retries a failure that says a retry can help is not
+    persona data: the system prompt says it (``agents.llm.simulated``, rule 5).
     """
 
     opening: tuple[Call | tuple[str, dict[str, Any]], ...] = ()  # the calls of its first turn
@@ -63,5 +63,4 @@ class Persona:
     repeats_when_stuck: bool = False  # repeats a call it cannot fix (the stuck model)
     coordinator: bool = False  # composes a report from its sub-agents' results
     bare_error_repeats: int = 1
-    retryable_repeats: int = 1
     wording: Wording | None = None

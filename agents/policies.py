@@ -2,16 +2,47 @@
 
 A policy is plain data. The presets are the lessons' harnesses; users build more variants from a
 plain dict, validated field by field (``policy_from_dict``).
+
+The harness decides a retry from the tool_result it built, as lesson 002's ``should_retry`` does
+(``Policy.should_retry``). What each retry rule reads, under each error format:
+
+- ``all``: the tool_result's ``is_error``, under every format (starter: every failure retried).
+- ``transient`` under ``structured``: ``isRetryable`` read from the tool_result at
+  ``retry_flag_path``: ``error.isRetryable`` (where ``fail`` puts it) or ``isRetryable`` (the top
+  level: lesson 002's nested-flag bug, so a timeout that says it is retryable is never retried).
+- ``transient`` under ``message`` and ``bare``: those tool_results carry no flag, so the rule is
+  lesson 001's ``retry_transient``: it sits in the tool wrapper, before any tool_result is built, and
+  retries what the tool raised as transient. ``retry_flag_path`` is not read.
+- ``none``: nothing. With ``ask_model_to_retry`` the system prompt asks the model to retry a failure
+  that says it is retryable once (lesson 002's Agent SDK path, where Claude decides retries).
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .vocabulary import ErrorFormat, RetryRule, ToolTransport
+from .vocabulary import ErrorCategory, ErrorFormat, RetryRule, ToolTransport
+
+# Where the ``transient`` rule reads ``isRetryable`` in a structured tool_result: inside its error (right),
+# or at the top level, where it never is (lesson 002's nested-flag bug). ``Policy.retry_flag_path``.
+RETRY_FLAG_PATHS = ("error.isRetryable", "isRetryable")
+# The line ``ask_model_to_retry`` adds to the system prompt (lesson 002: "the prompt asks for one retry").
+MODEL_RETRY_PROMPT = (
+    "If a tool result says isRetryable is true, call the same tool again once with the same input; "
+    "never retry a failure that is not retryable."
+)
+
+
+def read_flag(result: Any, path: str) -> Any:
+    """The value at a dotted ``path`` in a tool_result's content (``None`` where there is none)."""
+    for key in path.split("."):
+        if not isinstance(result, dict):
+            return None
+        result = result.get(key)
+    return result
 
 
 class PolicyError(ValueError):
@@ -38,6 +69,11 @@ class Policy(BaseModel):
     consecutive_error_limit: int | None = Field(default=3, ge=1, le=50)  # None: no guard
     stop_on_fatal: bool = True
     max_steps: int = Field(default=10, ge=1, le=200)
+    # Where the transient rule reads isRetryable in a structured tool_result; "isRetryable" (the top
+    # level) is lesson 002's nested-flag bug.
+    retry_flag_path: Literal["error.isRetryable", "isRetryable"] = "error.isRetryable"
+    swallow_errors: bool = False  # a failure becomes an empty result, no is_error: lesson 001's common mistake
+    ask_model_to_retry: bool = False  # the system prompt asks the model to retry a retryable failure once
     tool_transport: ToolTransport = ToolTransport.IN_PROCESS  # mcp: the tools are served by an MCP server
 
     @field_validator("consecutive_error_limit", mode="before")
@@ -49,15 +85,24 @@ class Policy(BaseModel):
         """The snapshot stored with each run."""
         return self.model_dump()
 
-    def should_retry(self, *, category: str | None, retryable: bool | None, attempt: int) -> bool:
-        """Whether the harness tries the same call again after a failed ``attempt`` (1-based)."""
-        if attempt >= self.max_attempts or category is None:
+    def should_retry(self, *, result: Any, is_error: bool, category: str | None, attempt: int) -> bool:
+        """Whether the harness tries the same call again after a failed ``attempt`` (1-based), read from
+        ``result``, the tool_result content it built (module docstring: what each rule reads)."""
+        if attempt >= self.max_attempts or not is_error:
             return False
         if self.retry_on == RetryRule.ALL:
             return True
         if self.retry_on == RetryRule.TRANSIENT:
-            return bool(retryable)
+            if self.error_format == ErrorFormat.STRUCTURED:
+                return read_flag(result, self.retry_flag_path) is True
+            return category == ErrorCategory.TRANSIENT
         return False
+
+    def system_prompt(self, system: str) -> str:
+        """The scenario's system prompt as this policy sends it."""
+        if not self.ask_model_to_retry:
+            return system
+        return f"{system}\n\n{MODEL_RETRY_PROMPT}" if system else MODEL_RETRY_PROMPT
 
     def backoff(self, *, attempt: int, rng: random.Random) -> float:
         """Seconds to wait before attempt ``attempt + 1``: exponential, bounded, with jitter."""
@@ -87,7 +132,7 @@ PRESETS: dict[str, Policy] = {
         ),
         Policy(
             name="starter",
-            description='Bare "Error", every failure retried three times, an empty result is an error.',
+            description='Bare "Error", every failure tried three times (two retries), an empty result is an error.',
             error_format=ErrorFormat.BARE,
             retry_on=RetryRule.ALL,
             empty_is_error=True,
@@ -105,6 +150,14 @@ PRESETS: dict[str, Policy] = {
             name="structured",
             description="Category, isRetryable and message; only transient retried, bounded, with "
             "jittered backoff; fatal stops the run; 3 consecutive errors stop the run.",
+        ),
+        Policy(
+            name="model-retries",
+            description="Structured errors; the harness never retries, and the system prompt asks the model "
+            "to retry a retryable failure once (lesson 002's Agent SDK path).",
+            retry_on=RetryRule.NONE,
+            max_attempts=1,
+            ask_model_to_retry=True,
         ),
     )
 }

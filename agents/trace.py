@@ -6,7 +6,7 @@ import json
 from typing import Any, TextIO
 
 from .events import Attempt, RunEnd, RunStart, StepEvent
-from .vocabulary import StepKind, StopReason
+from .vocabulary import ErrorCategory, StepKind, StopReason
 
 
 def readable(content: Any) -> str:
@@ -20,24 +20,47 @@ def readable(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
+def _said_flag(result: Any) -> tuple[Any, Any] | None:
+    """The category and retryable flag a structured tool_result carried, or ``None`` when it carried none."""
+    err = result.get("error") if isinstance(result, dict) else None
+    if isinstance(err, dict) and "errorCategory" in err:
+        return err.get("errorCategory"), err.get("isRetryable")
+    return None
+
+
 def _attempt_line(a: Attempt) -> str:
+    """What the harness made of one attempt. A category shows in brackets only when the tool_result carried
+    it; what only the tool knew (under ``bare`` or ``message``) is labelled "tool knew"."""
     waited = f" after {a.backoff_s}s backoff" if a.number > 1 else ""
     if a.ok and not a.empty:
         return f"attempt {a.number}{waited}: ok"
     said = readable(a.result_content if a.result_content is not None else a.content)
     if a.ok:
         return f"attempt {a.number}{waited}: {said} [empty result]"
+    carried = _said_flag(a.result_content)
+    if carried is not None:
+        category, retryable = carried
+        return f"attempt {a.number}{waited}: {said} [{category}, {'retryable' if retryable else 'not retryable'}]"
     flag = "retryable" if a.retryable else "not retryable"
-    return f"attempt {a.number}{waited}: {said} [{a.category}, {flag}]"
+    return f"attempt {a.number}{waited}: {said} (tool knew: {a.category}, {flag})"
 
 
 def format_step(step: StepEvent) -> str:
-    """``step N: tool({...}) -> ok: ...`` or ``-> ERROR (is_error): ...``, with a line per attempt when retried."""
+    """``step N: tool({...}) -> ok: ...`` or ``-> ERROR (is_error): ...``, with a line per attempt when retried.
+
+    A step that ended the run (a fatal error under ``stop_on_fatal``, an exception under ``raise``) sent
+    no tool_result, and says so.
+    """
     if step.kind == StepKind.FINAL_ANSWER:
         return f"final answer: {step.text or ''}"
     head = f"step {step.index}: {step.tool_name}({step.input!r})"
+    last = step.attempts[-1] if step.attempts else None
     if step.result_content is None and step.is_error:
-        line = f"{head} -> CRASHED: {step.attempts[-1].message if step.attempts else 'no outcome'}"
+        said = last.message if last else "no outcome"
+        if last is not None and last.category == ErrorCategory.FATAL:
+            line = f"{head} -> FATAL, the run stopped (no tool_result sent): {said}"
+        else:
+            line = f"{head} -> CRASHED (no tool_result sent): {said}"
     elif step.is_error:
         line = f"{head} -> ERROR (is_error): {readable(step.result_content)}"
     else:

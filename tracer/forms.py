@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from agents.policies import PRESETS
+from agents.policies import PRESETS, RETRY_FLAG_PATHS
 from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
 from .models import Run, StopReview
@@ -127,6 +127,18 @@ class PolicyVariantForm(forms.Form):
     consecutive_error_limit = forms.IntegerField(required=False, label="consecutive-error limit (0: off)")
     stop_on_fatal = forms.ChoiceField(required=False, label="stop on fatal", choices=INHERIT + YES_NO)
     max_steps = forms.IntegerField(required=False, label="max steps")
+    retry_flag_path = forms.ChoiceField(
+        required=False,
+        label="retry reads isRetryable at",
+        choices=INHERIT + [(v, v) for v in RETRY_FLAG_PATHS],
+        help_text="structured only; isRetryable (the top level) is lesson 002's nested-flag bug",
+    )
+    swallow_errors = forms.ChoiceField(
+        required=False, label="swallow failures as empty results", choices=INHERIT + YES_NO
+    )
+    ask_model_to_retry = forms.ChoiceField(
+        required=False, label="prompt asks the model to retry once", choices=INHERIT + YES_NO
+    )
 
     def settings(self) -> dict[str, Any]:
         """The base preset and every setting the user filled in, as ``policy_from_dict`` reads them."""
@@ -134,7 +146,7 @@ class PolicyVariantForm(forms.Form):
         for name, value in self.cleaned_data.items():
             if name == "name" or value in (None, ""):
                 continue
-            if name in ("empty_is_error", "stop_on_fatal"):
+            if name in ("empty_is_error", "stop_on_fatal", "swallow_errors", "ask_model_to_retry"):
                 value = value == "true"
             out[name] = value
         return out

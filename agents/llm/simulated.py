@@ -6,16 +6,24 @@ and the rules are generic, so they work on any scenario pack (docs/packs.md, "Th
 1. First turn: the scenario's opening call(s), which the scenario declares as data.
 2. A result that is not an error: it answers from what came back ("You have no orders with us" for
    a result whose lists are all empty).
-3. An error that names the offending field and what is expected: the same call, repaired —
+3. An error that says to use another of the request's tools first (``use search_customers to find
+   the id first``): that tool, its one required text field filled with the value the error quotes;
+   when that tool then returns exactly one record holding a field of the failed call, the failed
+   call again with the record's value for it.
+3a. An error that names the offending field and what is expected, when its category (if it carries
+   one) is ``validation``: the same call, repaired —
    ``field: Input should be 'A', 'B' or 'C'`` (the persona's alternative input holding one of those
    values, else the allowed value closest to what was sent); ``field 'value' is not in YYYY-MM-DD
    format`` (the same date in that format); ``unknown thing 'value'; valid things: a, b, c`` (also
    "known …:", "expected one of …") (the listed value closest to the one sent). Never an input it
-   already sent to that tool.
+   already sent to that tool. A failure whose category says the input is not the problem
+   (``permission``, ``business``, ``transient``) is never "repaired", whatever its message suggests.
 4. A stuck persona repeats the call it cannot fix.
 5. A failure that says a retry can help (``isRetryable`` true or category ``transient``) and does not
-   say the harness already ran out of attempts ("still failing after N attempts"): the same call
-   again, once (``Persona.retryable_repeats``).
+   say the harness already ran out of attempts ("still failing after N attempts"), when the system
+   prompt asks for that ("… call the same tool again once …", "retry … twice"): the same call again,
+   as many times as it asks. Without such a line it does not retry a failure itself (lesson 001:
+   retries belong in code; lesson 002: "the prompt asks for one retry").
 6. A bare "Error": the same call again, once (``Persona.bare_error_repeats``; the lessons' personas
    give up at once); then it gives up, blaming a generic error.
 7. Anything else: it explains, using the message: a permission refusal (what to do instead), a
@@ -53,6 +61,10 @@ LISTED_VALUES = re.compile(
     r"(?P<values>[^;]+?)\s*(?:;|\.\s|\.?$)"
 )
 EXHAUSTED = "still failing after"
+USE_TOOL = re.compile(r"\buse (?P<tool>[A-Za-z0-9_-]+) to (?:find|look up|search)")
+QUOTED = re.compile(r"'(?P<value>[^']+)'")
+PROMPTED_RETRIES = re.compile(r"\b(?:again|retry)\b[^.;]{0,60}?\b(?P<times>once|twice|three times)\b", re.IGNORECASE)
+TIMES = {"once": 1, "twice": 2, "three times": 3}
 DATE_READINGS = ("%d/%m/%Y", "%d.%m.%Y", "%d-%m-%Y", "%Y/%m/%d")
 GENERIC = Wording()
 
@@ -160,6 +172,8 @@ def repair(reading: Reading, persona: Persona, tried: list[dict[str, Any]]) -> t
 
     ``tried`` holds every input already sent to this tool: none of them is proposed again.
     """
+    if reading.category not in (None, ErrorCategory.VALIDATION):
+        return None  # the category says the input is not the problem, whatever the message suggests
     for m in ALLOWED_VALUES.finditer(reading.message):
         allowed = re.findall(r"'([^']*)'", m.group("values"))
         name = m.group("field")
@@ -188,6 +202,65 @@ def repair(reading: Reading, persona: Persona, tried: list[dict[str, Any]]) -> t
                 **reading.input,
                 name: value,
             }, f"The error lists the {name.replace('_', ' ')} values it knows; trying {value}."
+    return None
+
+
+def prompted_retries(system: Any) -> int:
+    """How many times the system prompt asks the model to retry a failure that says a retry can help (0: none)."""
+    text = _text_of(system)
+    m = PROMPTED_RETRIES.search(text)
+    return TIMES[m.group("times").lower()] if m else 0
+
+
+def search_first(
+    r: Reading, tools: list[dict[str, Any]], history: list[Reading]
+) -> tuple[tuple[str, dict[str, Any]], str] | None:
+    """The search an error points to ("use search_customers to find the id first"), never sent twice."""
+    m = USE_TOOL.search(r.message)
+    quoted = QUOTED.search(r.message)
+    if not m or not quoted:
+        return None
+    schema = next((t.get("input_schema") or {} for t in tools if t.get("name") == m.group("tool")), None)
+    if schema is None:
+        return None
+    props = schema.get("properties") or {}
+    text_fields = [k for k in schema.get("required") or props if (props.get(k) or {}).get("type") == "string"]
+    if len(text_fields) != 1:
+        return None
+    args = {text_fields[0]: quoted.group("value")}
+    if any(h.name == m.group("tool") and h.input == args for h in history):
+        return None
+    return (
+        m.group("tool"),
+        args,
+    ), f"The error says to use {m.group('tool')} first; searching for {args[text_fields[0]]}."
+
+
+def resend_after_search(
+    readings: list[Reading], history: list[Reading]
+) -> tuple[tuple[str, dict[str, Any]], str] | None:
+    """After the search an error pointed to found exactly one record: the failed call, with the record's value."""
+    if len(readings) != 1:
+        return None
+    found = readings[0]
+    records = [v for v in (found.data or {}).values() if isinstance(v, list)] if isinstance(found.data, dict) else []
+    if len(records) != 1 or len(records[0]) != 1 or not isinstance(records[0][0], dict):
+        return None
+    record = records[0][0]
+    for earlier in reversed(history[:-1]):
+        m = USE_TOOL.search(earlier.message) if earlier.is_error else None
+        if not m or m.group("tool") != found.name:
+            continue
+        shared = [k for k in earlier.input if k in record]
+        if not shared:
+            return None
+        args = {**earlier.input, **{k: record[k] for k in shared}}
+        if any(h.name == earlier.name and h.input == args for h in history):
+            return None
+        return (
+            earlier.name,
+            args,
+        ), f"{found.name} found it; sending {earlier.name} again with {shared[0]} {record[shared[0]]}."
     return None
 
 
@@ -301,9 +374,17 @@ class SimulatedModel:
                 return [_text(report)]
         errors = [r for r in readings if r.is_error]
         if not errors:
+            resend = resend_after_search(readings, history)
+            if resend:
+                (name, args), said = resend
+                return [_text(said), self._use(name, args, turn, 0)]
             return [_text(" ".join(self.success_reply(r) for r in readings))]
         r = errors[0]
         tried = [h.input for h in history if h.name == r.name]
+        search = search_first(r, tools, history)
+        if search:
+            (name, args), said = search
+            return [_text(said), self._use(name, args, turn, 0)]
         repaired = repair(r, self.persona, tried)
         if repaired:
             args, said = repaired
@@ -311,7 +392,8 @@ class SimulatedModel:
         if self.persona.repeats_when_stuck:
             return [_text("Trying that again."), self._use(r.name, r.input, turn, 0)]
         same = [h for h in history if h.same_call(r)]
-        if r.says_retry_helps and sum(h.says_retry_helps for h in same) <= self.persona.retryable_repeats:
+        asked = prompted_retries(body.get("system"))
+        if r.says_retry_helps and sum(h.says_retry_helps for h in same) <= asked:
             return [_text("The tool says a retry can help; trying again."), self._use(r.name, r.input, turn, 0)]
         if r.gives_no_reason and sum(h.gives_no_reason for h in same) <= self.persona.bare_error_repeats:
             return [

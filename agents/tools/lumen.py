@@ -96,8 +96,14 @@ class LumenWorld:
         payments: PaymentService | None = None,
         slow_lookups: tuple[str, ...] = (),
         orders: list[Order] | None = None,
+        history_fault: str = "",
+        others_look_missing: bool = False,
     ) -> None:
         self.customer = customer
+        # "timeout": the order history always times out; "access": this session may not read it.
+        self.history_fault = history_fault
+        # Another customer's order is refused with a misleading "not found" (lesson 001), as permission.
+        self.others_look_missing = others_look_missing
         self.orders = {o.order_id: o for o in (default_orders() if orders is None else orders)}
         self.payments = payments or PaymentService()
         self.slow_lookups = set(slow_lookups)  # order ids whose lookup always times out
@@ -111,6 +117,9 @@ class LumenWorld:
                 ErrorCategory.VALIDATION,
                 f"No order {order_id} was found. Check the four-digit order number on the receipt and send it again.",
             )
+        if order.owner != self.customer and self.others_look_missing:
+            mine = ", ".join(o.order_id for o in self.orders.values() if o.owner == self.customer)
+            raise ToolFailure(ErrorCategory.PERMISSION, f"Order '{order_id}' was not found; valid order ids: {mine}")
         if order.owner != self.customer:
             raise ToolFailure(
                 ErrorCategory.PERMISSION, f"Order {order_id} isn't on your account, so it can't be refunded here."
@@ -131,6 +140,13 @@ class LumenWorld:
     def lookup_orders(self, customer: str) -> dict:
         if customer != self.customer:
             raise ToolFailure(ErrorCategory.PERMISSION, "You can only look up the orders on your own account.")
+        if self.history_fault == "timeout":
+            raise ToolFailure(ErrorCategory.TRANSIENT, "the order history service timed out")
+        if self.history_fault == "access":
+            raise ToolFailure(
+                ErrorCategory.PERMISSION,
+                "This support session has no access to the order history; ask an operator to restore access",
+            )
         mine = [o for o in self.orders.values() if o.owner == customer]
         if not mine:
             return fail("empty", f"No orders found for {customer}.")

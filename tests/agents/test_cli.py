@@ -22,7 +22,7 @@ def test_run_prints_the_backend_label_the_trace_and_the_verdict():
     lines = out.splitlines()
     assert lines[0] == "model: simulated (deterministic rules, not Claude) [simulated-rules-1]"
     assert "step 1: process_refund({'order_id': '0871'}) -> ERROR (is_error): Error" in lines
-    assert "    attempt 3 after 0.0s backoff: Error [business, not retryable]" in lines
+    assert "    attempt 3 after 0.0s backoff: Error (tool knew: business, not retryable)" in lines
     assert any(line.startswith("final answer: I wasn't able to refund order 0871") for line in lines)
     assert "stop reason: final_answer" in lines
     assert lines[-1] == (

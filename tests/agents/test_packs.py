@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 P, F = True, False
 # scenario: verdict under fragile, starter, message, structured
 EXPECTED = {
-    "inventory-warehouse-name": (F, F, P, P),
-    "inventory-short-stock": (F, F, P, P),
-    "inventory-flaky-scanner": (F, P, P, P),
+    "inventory-warehouse-name": (F, F, P, P, P),
+    "inventory-short-stock": (F, F, P, P, P),
+    "inventory-flaky-scanner": (F, P, P, P, F),
 }
 
 
@@ -198,7 +198,7 @@ def test_listing_the_scenarios_of_every_pack_loads_neither_the_sdk_nor_the_loop(
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     count, loaded = json.loads(done.stdout)
-    assert count == 16
+    assert count == 21
     heavy = {"anthropic", "httpx2", "agents.loop", "agents.run", "agents.llm.base", "agents.llm.simulated"}
     assert not {m for m in loaded if m.split(".")[0] in heavy or m in heavy}
 
@@ -280,7 +280,7 @@ def test_the_model_sends_the_same_call_again_once_when_told_only_error_then_give
     assert "generic error" in result.end.final_answer
 
 
-def test_the_model_retries_a_retryable_failure_once_when_the_harness_leaves_retries_to_it():
+def test_the_model_retries_a_retryable_failure_once_when_the_system_prompt_asks_it_to():
     scenario = Scenario(
         "inventory-one-timeout",
         "One timeout",
@@ -290,11 +290,14 @@ def test_the_model_retries_a_retryable_failure_once_when_the_harness_leaves_retr
         judge=Judge(answered(), gives(7)),
         opening=[call("check_stock", sku="LMP-001", warehouse="north")],
     )
-    result = run_scenario(scenario, {"base": "structured", "name": "model-retries", "retry_on": "none"})
+    result = run_scenario(scenario, "model-retries")
     first, second = tool_steps(result)
     assert first.result_content["error"]["isRetryable"] is True and len(first.attempts) == 1
     assert second.input == first.input and not second.is_error
     assert result.end.verdict.passed
+    # The same harness without the prompt's line: the model is not told to retry, and does not.
+    unasked = run_scenario(scenario, {"base": "model-retries", "name": "unprompted", "ask_model_to_retry": False})
+    assert len(tool_steps(unasked)) == 1 and not unasked.end.verdict.passed
 
 
 def test_the_model_does_not_retry_what_the_harness_already_retried_to_exhaustion():

@@ -57,12 +57,24 @@ def test_backoff_doubles_stays_under_its_bound_and_jitters_the_same_way_for_the_
     assert first[0] == first[1] and 0.2 <= first[0] <= 0.3
 
 
-def test_only_the_retry_rule_decides_which_failures_are_retried():
+def test_the_retry_rule_reads_the_tool_result_the_harness_built():
     structured, starter = PRESETS["structured"], PRESETS["starter"]
-    assert structured.should_retry(category="transient", retryable=True, attempt=1)
-    assert not structured.should_retry(category="business", retryable=False, attempt=1)
-    assert not structured.should_retry(category="transient", retryable=True, attempt=3)
-    assert starter.should_retry(category="business", retryable=False, attempt=2)
+    timeout = {"isError": True, "error": {"errorCategory": "transient", "isRetryable": True, "message": "503"}}
+    refusal = {"isError": True, "error": {"errorCategory": "business", "isRetryable": False, "message": "no"}}
+    assert structured.should_retry(result=timeout, is_error=True, category="transient", attempt=1)
+    assert not structured.should_retry(result=refusal, is_error=True, category="business", attempt=1)
+    assert not structured.should_retry(result=timeout, is_error=True, category="transient", attempt=3)
+    # The flag decides under structured, not the harness's own record of the category.
+    assert not structured.should_retry(result=refusal, is_error=True, category="transient", attempt=1)
+    assert starter.should_retry(result={"error": {"message": "Error"}}, is_error=True, category="business", attempt=2)
+    nested_bug = policy_from_dict({"base": "structured", "name": "nested", "retry_flag_path": "isRetryable"})
+    assert not nested_bug.should_retry(result=timeout, is_error=True, category="transient", attempt=1)
+
+
+def test_the_nested_flag_setting_is_validated_naming_the_allowed_paths():
+    with pytest.raises(PolicyError) as caught:
+        policy_from_dict({"base": "structured", "name": "v", "retry_flag_path": "error.retryable"})
+    assert "'error.isRetryable' or 'isRetryable'" in caught.value.errors["retry_flag_path"]
 
 
 def test_an_unknown_policy_name_lists_the_presets():

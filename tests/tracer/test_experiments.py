@@ -14,9 +14,9 @@ from tracer.models import PolicyVariant, Run
 pytestmark = pytest.mark.django_db
 
 
-def test_the_four_presets_exist_as_policy_variants_with_their_settings():
+def test_the_presets_exist_as_policy_variants_with_their_settings():
     presets = {v.name: v for v in PolicyVariant.objects.filter(is_preset=True)}
-    assert set(presets) == {"fragile", "starter", "message", "structured"}
+    assert set(presets) == {"fragile", "starter", "message", "structured", "model-retries"}
     for name, variant in presets.items():
         assert variant.settings == PRESETS[name].settings()
 
