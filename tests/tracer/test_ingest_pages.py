@@ -142,12 +142,29 @@ def test_two_imported_transcripts_of_one_task_split_where_the_starter_retried(ad
     assert TOO_OLD in doc.text
 
 
-def test_a_run_with_the_same_scenario_key_is_offered_for_comparison_with_built_in_runs(admin_client):
-    built_in = Run.objects.create(scenario="refund-too-old", policy_name="structured", status=Run.Status.FINISHED)
+def test_an_imported_run_is_offered_for_comparison_with_built_in_runs_of_its_scenario(admin_client):
+    built_in = Run.objects.create(scenario="refund-too-old", policy_name="message", status=Run.Status.FINISHED)
     a, _ = imported_pair()
     doc = page(admin_client.get(reverse("tracer:run", args=[a.pk])))
-    assert f"{reverse('tracer:compare')}?a={a.pk}&b={built_in.pk}" not in doc.hrefs  # the latest per policy
-    assert any(f"?a={a.pk}&b=" in href for href in doc.hrefs)
+    assert f"{reverse('tracer:compare')}?a={a.pk}&b={built_in.pk}" in doc.hrefs
+    matrix = page(admin_client.get(reverse("tracer:policies")))
+    rows = matrix.select("table.matrix tbody tr")
+    assert len(rows) == 1  # one scenario row: the built-in run and the imported ones together
+    assert [th.text for th in matrix.select("table.matrix thead th")] == [
+        "Scenario",
+        "message",
+        "starter",
+        "structured",
+    ]
+
+
+def test_an_imported_run_a_guard_stopped_is_in_the_stop_queue_labelled_imported(admin_client):
+    data = document(stop_reason="consecutive_errors", guard="3 tool errors in a row")
+    data["steps"] = data["steps"][:1]
+    run = ingest.run_import(document=ingest.document_parse(data=data))
+    queue = page(admin_client.get(reverse("tracer:stops")))
+    case = queue.one(f"#stop-{run.pk}")
+    assert case.one(".badge.imported") and "process_refund" in case.text
 
 
 # --- downloads --------------------------------------------------------------------------------
@@ -235,3 +252,14 @@ def test_import_traces_reports_each_refused_line_with_its_path_and_fails(tmp_pat
 def test_import_traces_refuses_an_unknown_user():
     with pytest.raises(CommandError, match="--user: no user named 'nobody'"):
         call_command("import_traces", "x.json", "--user", "nobody", stdout=StringIO())
+
+
+def test_an_open_imported_run_polls_for_steps_its_sender_adds(admin_client):
+    run = ingest.imported_run_open(user=None, source=Run.Source.API, run=ingest.RunMeta(scenario="lookup-flaky"))
+    doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
+    assert "new steps appear as their sender sends them" in doc.one(".live").text
+    assert doc.pollers
+    ingest.imported_steps_append(run=run, steps=[ingest.StepIn(kind="final_answer", text="Found it.")])
+    ingest.imported_run_close(run=run, end=ingest.RunEndIn())
+    fragment = page(admin_client.get(reverse("tracer:run-steps", args=[run.pk]), {"after": 0}, headers=HTMX))
+    assert "Found it." in fragment.text and not fragment.pollers

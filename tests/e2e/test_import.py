@@ -1,0 +1,54 @@
+"""Importing as a person does, in Chromium: pick two transcripts of one task, watch the upload, read
+the report, open the imported runs and see where they split; no Content Security Policy violation."""
+
+from __future__ import annotations
+
+import json
+
+from playwright.sync_api import Page, expect
+
+from tests.tracer.test_ingest import starter_transcript, structured_transcript
+from tracer.models import Run
+
+LISTEN = """
+window.cspViolations = [];
+document.addEventListener("securitypolicyviolation", (e) => window.cspViolations.push(e.violatedDirective));
+"""
+
+
+def test_two_uploaded_transcripts_import_and_compare_where_they_split(signed_in: Page, live_server, tmp_path):
+    page = signed_in
+    page.add_init_script(LISTEN)
+    files = []
+    for name, transcript in (("starter.json", starter_transcript()), ("structured.json", structured_transcript())):
+        path = tmp_path / name
+        path.write_text(json.dumps(transcript))
+        files.append(str(path))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "rlt.run/1", "steps": [{"kind": "tool_call"}]}\n')
+    files.append(str(bad))
+
+    page.goto(f"{live_server.url}/")
+    page.get_by_role("link", name="Import").click()
+    page.get_by_label("Files").set_input_files(files)
+    page.get_by_label("Scenario key").fill("refund-too-old")
+    page.get_by_role("button", name="Import").click()
+
+    report = page.locator("#import-report")
+    expect(report.locator(".file-report")).to_have_count(3)
+    expect(page.locator("[data-upload-text]")).to_have_text("Done: the report is below.")
+    expect(page.locator("progress[data-upload-bar]")).to_have_attribute("value", "100")
+    refused = report.locator(".file-report", has_text="bad.jsonl")
+    expect(refused).to_contain_text("steps[0].kind")
+    expect(refused).to_contain_text("expected one of tool_use, final_answer; got 'tool_call'")
+    assert page.evaluate("window.cspViolations") == []
+
+    starter = Run.objects.get(source_detail="starter.json")
+    structured = Run.objects.get(source_detail="structured.json")
+    Run.objects.filter(pk=starter.pk).update(policy_name="starter")
+    Run.objects.filter(pk=structured.pk).update(policy_name="structured")
+    report.locator(".file-report", has_text="starter.json").get_by_role("link").click()
+    expect(page.locator(".head-badges .badge.imported")).to_have_text("imported · file · claude-haiku-4-5")
+    page.get_by_role("link", name="compare").click()
+    expect(page.locator(".split-summary")).to_contain_text("split at aligned step 1, attempt 2")
+    assert page.evaluate("window.cspViolations") == []
