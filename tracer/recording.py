@@ -127,8 +127,22 @@ def _step_row(*, run: Run, step: StepEvent) -> Step:
     )
 
 
-def _counter_values(steps: Sequence[StepEvent]) -> dict[str, Any]:
-    """What ``steps`` add to their run's counters, and the text they add to its ``search_text``."""
+def _row_search_text(row: Step) -> str:
+    """``_search_text`` of the step this row was made of, from the row's already redacted fields."""
+    parts = []
+    if row.tool_name:
+        parts.append(row.tool_name)
+    if row.input is not None:
+        parts.append(json.dumps(row.input, ensure_ascii=False, sort_keys=True))
+    if row.text:
+        parts.append(row.text)
+    return " ".join(parts)
+
+
+def _counter_values(steps: Sequence[StepEvent], *, rows: Sequence[Step] | None = None) -> dict[str, Any]:
+    """What ``steps`` add to their run's counters, and the text they add to its ``search_text``
+    (from ``rows``, the steps' rows, when they are made already: each step is redacted once)."""
+    texts = [_row_search_text(row) for row in rows] if rows is not None else [_search_text(s) for s in steps]
     return {
         "step_count": len(steps),
         "tool_call_count": sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
@@ -137,7 +151,7 @@ def _counter_values(steps: Sequence[StepEvent]) -> dict[str, Any]:
         "wasted_retry_count": sum(_wasted_retries(s) for s in steps),
         "input_tokens": sum(s.input_tokens for s in steps),
         "output_tokens": sum(s.output_tokens for s in steps),
-        "search_text": "".join(text + "\n" for step in steps if (text := _search_text(step))),
+        "search_text": "".join(text + "\n" for text in texts if text),
     }
 
 
@@ -292,28 +306,32 @@ def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
     all their steps) whatever the number of runs. A taken external id fails the whole batch
     (``IntegrityError``) and nothing is written. Runs executed here never come this way.
     """
+    step_rows: list[Step] = []
     for record in records:
         run = record.run
         if run.pk is not None or run.source == Run.Source.AGENT or run.experiment_id or run.parent_id:
             raise ValueError("runs_record_many writes new top-level runs from outside only")
+        rows = [_step_row(run=run, step=step) for step in record.steps]  # run_id is set once run is saved
         fields = _start_fields(run=run, start=record.start)
-        fields.update(_counter_values(record.steps))
+        fields.update(_counter_values(record.steps, rows=rows))
         if record.end is not None:
             fields.update(_end_fields(end=record.end, finished_at=record.finished_at))
         for name, value in fields.items():
             setattr(run, name, value)
         if run.started_at is None:
             run.started_at = timezone.now()
+        step_rows += rows
     with transaction.atomic():
         runs = Run.objects.bulk_create([record.run for record in records])
-        Step.objects.bulk_create([_step_row(run=r.run, step=step) for r in records for step in r.steps])
+        Step.objects.bulk_create(step_rows)
     return runs
 
 
 def imported_run_reset(*, run: Run) -> None:
     """Take back everything written of an imported run, to write it again from its source: its steps,
-    counters and end, in one transaction; the run is running again. Only for runs from outside (an
-    OTLP trace whose late span changes earlier steps); a run executed here is never rewritten.
+    counters and end, in one transaction; the run is running again. Only for runs from outside (a
+    document re-sent under the same external id with other content: ``ingest.run_import``); a run
+    executed here is never rewritten.
     """
     if run.source == Run.Source.AGENT:
         raise ValueError(f"run {run.pk} was executed here; only imported runs are written again")

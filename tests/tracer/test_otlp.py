@@ -266,6 +266,7 @@ def test_spans_split_over_requests_in_shuffled_order_give_the_same_run_as_one_re
         assert recorded(the_run(split)) == recorded(one_run) == expected(run)
         assert steps_of(the_run(split)) == steps_of(one_run)
         assert ingest._run_meta_out(the_run(split)) == ingest._run_meta_out(one_run)
+        assert the_run(split).search_text == one_run.search_text
         assert the_run(split).status == Run.Status.FINISHED
     # spans sent again change nothing
     assert post(client, one_secret, pb_body(spans)).status_code == 200
@@ -657,6 +658,7 @@ def test_text_from_a_trace_is_escaped_on_the_pages(client, sender, admin_client)
     for url in (reverse("tracer:run", args=[run.pk]), reverse("tracer:runs")):
         html = admin_client.get(url).content.decode()
         assert "<script>alert" not in html and "<i>tool</i>" not in html and "<b>svc</b>" not in html
+        assert "imported · OTLP" in html  # never presented as executed here
 
 
 # --- export --------------------------------------------------------------------------------------
@@ -676,6 +678,8 @@ def test_a_run_exported_as_otlp_and_sent_back_gives_the_same_steps(client, sende
         run_execute(run_id=original.pk)
         original.refresh_from_db()
         assert original.status == Run.Status.FINISHED and original.step_count
+        page = admin_client.get(reverse("tracer:run", args=[original.pk])).content.decode()
+        assert f'href="{reverse("tracer:run-otlp", args=[original.pk])}"' in page  # the run page links it
         download = admin_client.get(reverse("tracer:run-otlp", args=[original.pk]))
         assert download.status_code == 200 and "attachment" in download["Content-Disposition"]
         response = post(client, secret, download.content, content_type="application/json")

@@ -32,7 +32,7 @@ from typing import Any
 from agents.events import Attempt, StepEvent
 from agents.vocabulary import ErrorCategory, StepKind, StopReason
 
-from ..ingest import FORMAT, RunDocument, RunMeta, document_validate, transcript_to_document
+from ..ingest import FORMAT, AttemptIn, RunDocument, RunMeta, document_validate, transcript_to_document
 from .wire import STATUS_ERROR, Span, clean
 
 LLM = "LLM"
@@ -49,6 +49,8 @@ GENAI_KINDS = {
     "create_agent": AGENT,
 }
 CATEGORIES = {c.value for c in ErrorCategory}
+# Attempt fields no convention names, which the export writes as rlt.attempt.<name> (JSON) to read back
+EXTRA_ATTEMPT_FIELDS = ("is_error", "transport", "mcp_result")
 STOP_REASONS = {r.value for r in StopReason}
 
 
@@ -181,6 +183,8 @@ class ToolCall:
     retryable: bool | None
     content: Any = None  # what the tool itself produced (rlt.attempt.content), when it differs from result
     empty: bool = False  # ok, but nothing found (rlt.attempt.empty)
+    content_given: bool = False  # the sender said what the tool produced (rlt.attempt.content)
+    extra: dict[str, Any] = field(default_factory=dict)  # other Attempt fields, from rlt.attempt.<name>
 
 
 def _llm_call(span: Span) -> LlmCall:
@@ -300,6 +304,12 @@ def _tool_call(span: Span, labels: Labels) -> ToolCall:
         retryable=retryable if failed else None,
         content=_decoded(a["rlt.attempt.content"], "json") if "rlt.attempt.content" in a else result,
         empty=_bool(a.get("rlt.attempt.empty")) or False,
+        content_given="rlt.attempt.content" in a,
+        extra={
+            name: _decoded(a[f"rlt.attempt.{name}"], "json")
+            for name in EXTRA_ATTEMPT_FIELDS
+            if f"rlt.attempt.{name}" in a
+        },
     )
 
 
@@ -338,7 +348,12 @@ class TraceReading:
     def document(self) -> RunDocument:
         """The run document (``rlt.run/1``) of this reading, validated as any document is."""
         if self._document is None:
-            data = {"format": FORMAT, "run": self.meta, "steps": [s.to_dict() for s in self.steps]}
+            steps = [s.to_dict() for s in self.steps]
+            for step in steps:  # the document's schema knows the attempt fields it knows
+                step["attempts"] = [
+                    {k: v for k, v in a.items() if k in AttemptIn.model_fields} for a in step["attempts"]
+                ]
+            data = {"format": FORMAT, "run": self.meta, "steps": steps}
             self._document = document_validate(data)
         return self._document
 
@@ -563,17 +578,23 @@ def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> t
         previous_end = None
         for n, t in enumerate(group, start=1):
             attempts.append(
-                Attempt(
-                    number=n,
-                    ok=not t.is_error,
-                    content=t.content,
-                    category=t.category,
-                    retryable=t.retryable,
-                    message=t.message or None,
-                    backoff_s=round(max(0, t.start_ns - previous_end) / 1e9, 9) if previous_end is not None else 0.0,
-                    latency_ms=round(max(0, t.end_ns - t.start_ns) / 1e6, 6),
-                    empty=t.empty,
-                    result_content=t.result,
+                Attempt.from_dict(
+                    {
+                        "number": n,
+                        "ok": not t.is_error,
+                        "content": t.content,
+                        "category": t.category,
+                        "retryable": t.retryable,
+                        "message": t.message or None,
+                        "backoff_s": round(max(0, t.start_ns - previous_end) / 1e9, 9) if previous_end else 0.0,
+                        "latency_ms": round(max(0, t.end_ns - t.start_ns) / 1e6, 6),
+                        "empty": t.empty,
+                        # a span says only what went back to the model: that is the content, and the
+                        # tool_result made of it is the same (None: stored once, not twice) unless the
+                        # sender also said what the tool itself produced (rlt.attempt.content)
+                        "result_content": t.result if t.content_given else None,
+                        **t.extra,  # rlt.attempt.* that this tracer's own export wrote
+                    }
                 )
             )
             previous_end = t.end_ns

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from ..models import Run, Step
+from .conventions import EXTRA_ATTEMPT_FIELDS
 from .wire import STATUS_ERROR, STATUS_OK
 
 SCOPE = "repair-loop-tracer"
@@ -162,6 +163,11 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
                 "rlt.result.encoding": encoding,
                 "rlt.attempt.content": _dumps(attempt.get("content")),
                 "rlt.attempt.empty": bool(attempt.get("empty")),
+                **{
+                    f"rlt.attempt.{name}": _dumps(attempt[name])
+                    for name in EXTRA_ATTEMPT_FIELDS
+                    if attempt.get(name) is not None
+                },
             }
             if failed:
                 attrs["error.type"] = attempt.get("category") or "tool_error"
