@@ -199,6 +199,9 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("RLT_QUEUE") or (f"rlt-test-{os.getpi
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# After a pool process dies (OOM killer), free its slot after 2 s instead of 10: the redelivered run
+# is then interrupted and re-run at once rather than after the slot comes back.
+CELERY_WORKER_LOST_WAIT = 2
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -284,4 +287,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # The SDK logs every request at INFO, simulated ones too, as "POST https://api.anthropic.com/…":
+    # a worker log would then read as if the simulated model called the API.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "anthropic")},
 }

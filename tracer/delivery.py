@@ -53,7 +53,7 @@ def broker_check(*, timeout: float = BROKER_CHECK_TIMEOUT_S) -> None:
         except Exception as exc:  # kombu raises its OperationalError, or the transport's own errors
             url = broker_url_display(conn.as_uri(include_password=True))
             raise BrokerUnreachable(
-                f"the task broker ({url}) is not reachable: {exc}. Nothing was launched; "
+                f"the task broker ({url}) is not reachable: {str(exc).rstrip('.')}. Nothing was launched; "
                 "start it or check CELERY_BROKER_URL."
             ) from exc
 
