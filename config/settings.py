@@ -47,6 +47,8 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "tracer",
+    # django-ninja's Swagger UI files, served from here: the API's docs page (/api/docs) loads no CDN.
+    "ninja",
 ]
 
 MIDDLEWARE = [

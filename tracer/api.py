@@ -16,17 +16,18 @@ import logging
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from csp.decorators import csp_update
 from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import RawPostDataException
 from django.urls import reverse
-from ninja import Field, NinjaAPI, Query, Schema, Status
+from ninja import Field, NinjaAPI, Query, Schema, Status, Swagger
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict, create_model
 
-from . import ingest, tokens
+from . import access, ingest, tokens
 from .api_errors import ApiError, StrictJsonParser, body_size_check, json_loads, prefixed
 from .models import Run
 from .recording import DATABASE_LOST
@@ -86,7 +87,11 @@ api = TracerApi(
     urls_namespace="api",
     auth=BearerToken(),
     parser=StrictJsonParser(),
-    docs_url=None,  # Swagger UI's page needs inline script; the description is at /api/openapi.json
+    # Swagger UI at /api/docs from this site's static files ("ninja" in INSTALLED_APPS), no CDN; under
+    # the CSP it needs one thing more, the data: images of its stylesheet (its select arrows).
+    docs=Swagger(settings={"persistAuthorization": False}),
+    docs_url="/docs",
+    docs_decorator=csp_update({"img-src": "data:"}),
 )
 
 
@@ -272,7 +277,7 @@ class ImportReport(Schema):
     items: list[ImportItem]
 
 
-ERRORS = {400: Errors, 401: Errors, 404: Errors, 409: Errors, 413: Errors}
+ERRORS = {400: Errors, 401: Errors, 403: Errors, 404: Errors, 409: Errors, 413: Errors}
 
 
 def _run_out(run: Run) -> dict[str, Any]:
@@ -298,20 +303,22 @@ def _run_out(run: Run) -> dict[str, Any]:
     }
 
 
+def _may_add_runs(request: HttpRequest) -> None:
+    """Writes add runs everyone sees: the token's user needs the import permission, as on the upload page."""
+    if not request.auth.has_perms(access.IMPORT):
+        message = (
+            "this token's user may not add runs (the import permission, tracer.add_run, which an "
+            "administrator gives); it can still read the user's own runs"
+        )
+        raise ApiError.one(403, message, path="Authorization")
+
+
 def _own_run(request: HttpRequest, run_id: int) -> Run:
     """The run if the token's user sent it; 404 otherwise, whether it exists or not."""
     try:
         return Run.objects.get(pk=run_id, owner=request.auth)
     except Run.DoesNotExist:
         raise Run.DoesNotExist(f"no run {run_id} of yours (a token sees only the runs its user sent)") from None
-
-
-def _source_detail(request: HttpRequest, said: str) -> str:
-    """What the run's sender called itself, else the token that sent it."""
-    if said:
-        return said
-    token = getattr(request, "api_token", None)
-    return f"API token {token.prefix}… ({token.name})"[:200] if token is not None else ""
 
 
 # --- operations ------------------------------------------------------------------------------
@@ -322,10 +329,9 @@ def run_open(request: HttpRequest, payload: RunOpenIn):
     """Open a run that will be reported step by step. It shows on the dashboard at once, as running.
     Sending the same ``external_id`` again while that run is open gives the same run (409 once it
     has ended)."""
+    _may_add_runs(request)
     meta = ingest.RunMeta.model_validate(payload.model_dump(exclude_unset=True) | {"status": "running"})
-    run = ingest.imported_run_open(
-        user=request.auth, source=Run.Source.API, run=meta, source_detail=_source_detail(request, meta.source)
-    )
+    run = ingest.imported_run_open(user=request.auth, source=Run.Source.API, run=meta)
     return Status(201, _run_out(run))
 
 
@@ -333,6 +339,7 @@ def run_open(request: HttpRequest, payload: RunOpenIn):
 def steps_append(request: HttpRequest, run_id: RunId, payload: StepsIn):
     """Append one or more steps to an open run, in one transaction: all are recorded or none.
     409 once the run has ended."""
+    _may_add_runs(request)
     run = _own_run(request, run_id)
     rows = ingest.imported_steps_append(run=run, steps=payload.steps)
     run.refresh_from_db()
@@ -344,6 +351,7 @@ def run_close(request: HttpRequest, run_id: RunId, payload: ingest.RunEndIn):
     """End an open run: its stop reason (default: ``final_answer`` when its last step is one),
     final answer (default: the last final-answer step's text), verdict and error if known.
     Finishing it again the same way is harmless; otherwise 409 once it has ended."""
+    _may_add_runs(request)
     run = _own_run(request, run_id)
     return _run_out(ingest.imported_run_close(run=run, end=payload))
 
@@ -412,6 +420,7 @@ def imports(request: HttpRequest):
     says for each where it was, the run it became or why it was refused (with paths). A single
     document answers 201 (or 200 when it changed an earlier one) or 400; a batch answers 200 with
     the report when at least one document was imported, else 400 with the report."""
+    _may_add_runs(request)
     content_type = request.content_type or ""
     body = request.body
     if content_type in BATCH_TYPES:
@@ -423,7 +432,7 @@ def imports(request: HttpRequest):
         items = [("", value)] if single else [(f"[{k}]", item) for k, item in enumerate(value)]
         if not items:
             raise ApiError.one(400, "the list is empty: send at least one run document")
-    report = [_import_one(request, where, value) for where, value in items]
+    report = _import_all(request, items)
     imported = sum(1 for item in report if item["ok"])
     body_out = {"imported": imported, "refused": len(report) - imported, "items": report}
     if not imported:
@@ -458,26 +467,31 @@ def _lines(body: bytes) -> list[tuple[str, Any]]:
     return items
 
 
-def _import_one(request: HttpRequest, where: str, value: Any) -> dict[str, Any]:
-    item = {"where": where, "ok": False, "run_id": None, "url": None, "action": "", "steps": 0, "errors": []}
-    if isinstance(value, ApiError):
-        item["errors"] = value.errors
-        return item
-    try:
-        document = ingest.document_parse(data=value)
-        said = document.run.source
-        outcome = ingest.run_import_outcome(
-            document=document, user=request.auth, source=Run.Source.API, source_detail=_source_detail(request, said)
-        )
-    except ingest.IngestError as exc:
-        item["errors"] = exc.errors
-        return item
-    run = outcome.run
-    item.update(
-        ok=True,
-        run_id=run.pk,
-        url=reverse("tracer:run", args=[run.pk]),
-        action=outcome.action,
-        steps=len(document.steps),
-    )
-    return item
+def _import_all(request: HttpRequest, items: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Each item recorded as a run (``ingest.runs_import_many``: new runs written together, each
+    document all or nothing), or refused with its errors: one report entry per item, in order."""
+    report: list[dict[str, Any]] = []
+    documents: list[ingest.RunDocument] = []
+    places: list[int] = []  # report entry of each document
+    for where, value in items:
+        item = {"where": where, "ok": False, "run_id": None, "url": None, "action": "", "steps": 0, "errors": []}
+        report.append(item)
+        if isinstance(value, ApiError):
+            item["errors"] = value.errors
+            continue
+        try:
+            documents.append(ingest.document_parse(data=value))
+        except ingest.IngestError as exc:
+            item["errors"] = exc.errors
+            continue
+        places.append(len(report) - 1)
+    results = ingest.runs_import_many(documents=documents, user=request.auth, source=Run.Source.API)
+    for place, document, result in zip(places, documents, results, strict=True):
+        item = report[place]
+        if isinstance(result, ingest.IngestError):
+            item["errors"] = result.errors
+            continue
+        run = result.run
+        url = reverse("tracer:run", args=[run.pk])
+        item.update(ok=True, run_id=run.pk, url=url, action=result.action, steps=len(document.steps))
+    return report

@@ -242,7 +242,7 @@ def experiment(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def api_tokens(request: HttpRequest) -> HttpResponse:
-    """The user's API tokens and the form for a new one. Any logged-in user may hold tokens (docs/dashboard.md)."""
+    """The user's API tokens, and the form for a new one when the user may add runs (docs/dashboard.md)."""
     context = {"tokens": tokens.token_list(user=request.user)}
     if request.htmx.target == "token-list":
         return render(request, "tracer/tokens.html#token-list", context)
@@ -252,7 +252,9 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def api_token_create(request: HttpRequest) -> HttpResponse:
-    """A new token: its secret is in this one response (never cached) and nowhere else."""
+    """A new token: its secret is in this one response (never cached) and nowhere else. A token adds
+    runs everyone sees, so making one needs the import permission (docs/dashboard.md)."""
+    access.permission_require(user=request.user, perms=access.IMPORT, action="create API tokens (they add runs)")
     form = ApiTokenForm(request.POST)
     created = secret = None
     if form.is_valid():

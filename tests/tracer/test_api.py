@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from tracer.models import Run, Step
@@ -16,14 +17,20 @@ pytestmark = pytest.mark.django_db
 JSON = "application/json"
 
 
+def may_add_runs(user):
+    """The import permission, which writing through the API needs (as the upload page does)."""
+    user.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
+    return user
+
+
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create_user("alice")
+    return may_add_runs(django_user_model.objects.create_user("alice"))
 
 
 @pytest.fixture
 def bob(django_user_model):
-    return django_user_model.objects.create_user("bob")
+    return may_add_runs(django_user_model.objects.create_user("bob"))
 
 
 class Api:
@@ -100,6 +107,18 @@ def test_a_revoked_token_is_401(alice):
 
 def test_an_unknown_token_is_401():
     assert Api("rlt_not-a-token-anyone-made").get("/runs").status_code == 401
+
+
+def test_a_token_whose_user_may_not_add_runs_reads_but_cannot_write(api, django_user_model):
+    reader = django_user_model.objects.create_user("reader")
+    client = Api(token_create(user=reader, name="granted before")[1])
+    assert client.get("/runs").status_code == 200
+    for response in (client.post("/runs", {}), client.post("/imports", document(final()))):
+        assert response.status_code == 403
+        assert "import permission" in errors_of(response)["Authorization"]
+    run_id = api.post("/runs", {}).json()["id"]
+    assert client.post(f"/runs/{run_id}/steps", {"steps": [final()]}).status_code == 403
+    assert not Run.objects.filter(owner=reader).exists()
 
 
 def test_another_users_run_is_404_everywhere(api, bobs_api):
@@ -387,7 +406,7 @@ def test_the_openapi_description_is_published_without_a_token_and_is_valid():
 def test_the_example_agent_reports_each_step_over_http(live_server, django_user_model):
     from examples.report_steps import Tracer, run_agent
 
-    user = django_user_model.objects.create_user("agent-owner")
+    user = may_add_runs(django_user_model.objects.create_user("agent-owner"))
     run = run_agent(Tracer(live_server.url, token_create(user=user, name="example")[1]))
     assert run["status"] == "finished" and run["stop_reason"] == "final_answer"
     recorded = Run.objects.get(pk=run["id"])

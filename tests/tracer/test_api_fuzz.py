@@ -12,6 +12,7 @@ import os
 
 import pytest
 import schemathesis
+from django.contrib.auth.models import Permission
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
@@ -59,6 +60,7 @@ def requests_keep_the_test_transaction():
 @pytest.fixture
 def token_headers(django_user_model):
     user = django_user_model.objects.create_user("fuzzer")
+    user.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
     _, secret = token_create(user=user, name="schemathesis")
     # Runs 1 and 2 are the fuzzer's own (one open, one finished), so ids it tries hit real rows too.
     Run.objects.create(pk=1, owner=user, source=Run.Source.API, status=Run.Status.RUNNING)

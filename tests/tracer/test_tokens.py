@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.db import connection
 from django.test import RequestFactory
 from django.urls import reverse
@@ -134,6 +134,8 @@ def test_the_list_holds_only_the_users_own_tokens(alice, bob):
 
 @pytest.fixture
 def as_alice(client, alice):
+    """Alice may add runs (the import permission), so she may make tokens."""
+    alice.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
     client.force_login(alice)
     return client
 
@@ -190,12 +192,28 @@ def test_nobody_revokes_anothers_token_on_the_page(as_alice, bob):
 
 
 @pytest.mark.parametrize("role", ["plain", "reviewer"])
-def test_read_only_roles_may_hold_tokens(client, django_user_model, role):
+def test_read_only_roles_see_their_tokens_but_may_not_make_one(client, django_user_model, role):
     user = django_user_model.objects.create_user(f"{role}-user")
     if role == "reviewer":
         user.groups.add(Group.objects.get(name=access.REVIEWER_GROUP))
+    old, secret = token_create(user=user, name="granted before")
     client.force_login(user)
-    assert client.get(reverse("tracer:tokens")).status_code == 200
+    doc = page(client.get(reverse("tracer:tokens")))
+    assert old.prefix in doc.one("#token-list").text
+    assert "cannot create tokens" in doc.one("#token-form").text and not doc.select("#token-form form")
+    response = client.post(reverse("tracer:token-create"), {"name": "mine"})
+    assert response.status_code == 403 and "create API tokens" in page(response).text
+    assert ApiToken.objects.filter(user=user).count() == 1
+    assert client.post(reverse("tracer:token-revoke", args=[old.pk])).status_code == 302
+    assert token_user(bearer(secret)) is None
+
+
+def test_a_group_given_the_import_permission_may_make_tokens(client, django_user_model):
+    team = Group.objects.create(name="agents team")
+    team.permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
+    user = django_user_model.objects.create_user("builder")
+    user.groups.add(team)
+    client.force_login(user)
     assert client.post(reverse("tracer:token-create"), {"name": "mine"}).status_code == 200
     assert ApiToken.objects.filter(user=user).count() == 1
 
