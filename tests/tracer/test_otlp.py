@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from tests.factories import RunFactory
 from tracer import ingest, selectors
 from tracer.models import PolicyVariant, Run, Step
 from tracer.tokens import token_create, token_revoke
@@ -220,6 +221,9 @@ def test_bench_spans_record_each_run_as_the_workload_describes_it(client, sender
         failed = list(row.steps.filter(is_error=True).order_by("index"))
         assert [s.result_content for s in failed] == [s["error"] for s in errors]
         assert [s.category for s in failed] == [s["error_category"] for s in errors]
+    # the guard stops are in the stop queue, the others not
+    queued = set(selectors.stop_queue().filter(owner=user).values_list("external_id", flat=True))
+    assert queued == {r["trace_id"] for r in chosen if r["stop_reason"] != "final_answer"}
 
 
 def test_json_and_gzip_bodies_record_the_same_run_as_protobuf(client, django_user_model):
@@ -394,6 +398,12 @@ def test_openinference_tool_spans_make_steps_with_errors_and_the_final_answer(cl
     assert (run.scenario, run.policy_name, run.task) == ("refund-too-old", "mine", "Refund order 0871.")
     assert run.stop_reason == "final_answer" and run.verdict == "pass"
     assert run.model_name == "claude-haiku-4-5" and run.model_backend == "imported"
+    # its scenario key puts it in the matrix row of the built-in scenario, its label in a column
+    RunFactory(scenario="refund-too-old", policy_name="structured")
+    row = next(r for r in selectors.policy_matrix().rows if r.scenario == "refund-too-old")
+    cells = {c.policy: c for c in row.cells if c}
+    assert (cells["mine"].runs, cells["mine"].imported, cells["mine"].passes) == (1, 1, 1)
+    assert (cells["structured"].runs, cells["structured"].imported) == (1, 0)
 
 
 def test_genai_spans_read_tool_calls_retries_by_call_id_and_a_named_stop(client, sender):
@@ -580,6 +590,9 @@ def test_malformed_bodies_are_400_naming_the_field_and_what_was_expected(client,
 
     response = post(client, secret, b"hello", content_type="text/plain")
     assert response.status_code == 415
+    chunked = {"CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked", "HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    response = client.post(URL, data=b"\x0a\x00", content_type=PB, **chunked)
+    assert response.status_code == 411 and "Content-Length" in refusal(response)[0]
     response = client.post(
         URL, data=b"not gzip", content_type=PB, HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_CONTENT_ENCODING="gzip"
     )
@@ -847,3 +860,37 @@ def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(l
     assert (run.error_count, run.retry_count, run.wasted_retry_count) == (1, 1, 1)
     assert (run.input_tokens, run.output_tokens) == (100 + 200 + 300 + 400, 10 + 20 + 30 + 40)
     assert run.model_name == "claude-haiku-4-5" and run.verdict == ""
+
+
+def test_a_secret_in_spans_is_stored_nowhere(client, sender):
+    user, _, secret = sender
+    key = "sk-ant-api03-" + "Zq9" * 12
+    tr = Tracer(resource={"service.name": "leaky-agent", "deployment.token": key})
+    spans = [
+        tr.span(
+            "call_api",
+            {
+                "openinference.span.kind": "TOOL",
+                "tool.name": "call_api",
+                "input.value": json.dumps({"url": "https://api.example.com", "api_key": key}),
+                "input.mime_type": "application/json",
+                "output.value": f"401: the key {key} was refused",
+            },
+            parent=9,
+            error=f"refused {key}",
+        ),
+        tr.span("root", {"openinference.span.kind": "AGENT", "input.value": f"use {key}"}, span_id=9),
+    ]
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    run = the_run(user)
+    from tracer.models import OtlpSpanBatch
+    from tracer.otlp.receiver import spans_unpacked
+
+    stored = [
+        json.dumps(ingest.run_export(run=run)),
+        run.search_text,
+        json.dumps(run.labels),
+        *(json.dumps([s.to_dict() for s in spans_unpacked(bytes(b.data))]) for b in OtlpSpanBatch.objects.all()),
+    ]
+    assert all(key not in text for text in stored)
+    assert "[redacted" in stored[0] and "[redacted" in stored[-1]

@@ -22,12 +22,14 @@ import logging
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from agents.events import RunEnd, RunStart, Verdict
 from agents.vocabulary import StepKind
 
+from .. import redaction
 from ..ingest import IngestError, run_import_outcome
 from ..models import OtlpSpanBatch, OtlpTrace, Run
 from ..recording import DATABASE_LOST, RunRecord, runs_record_many
@@ -52,6 +54,24 @@ class _Conflict(Exception):
     """Another request wrote the same trace meanwhile: read it again and retry."""
 
 
+def spans_redacted(spans: list[Span]) -> list[Span]:
+    """``spans`` with every secret in their text replaced by its marker (``tracer.redaction``), before
+    anything of them is read or stored: the kept spans hold no secret either."""
+    redactor = redaction.redactor()
+    resources: dict[int, dict[str, Any]] = {}  # a resource's attributes are shared by its spans
+    for span in spans:
+        span.name = redactor.text(span.name)
+        span.status_message = redactor.text(span.status_message)
+        span.attributes = redactor(span.attributes)
+        if span.events:
+            span.events = redactor(span.events)
+        key = id(span.resource)
+        if key not in resources:
+            resources[key] = redactor(span.resource)
+        span.resource = resources[key]
+    return spans
+
+
 def spans_receive(*, spans: list[Span], user) -> Receipt:
     """Store ``spans`` with their traces and bring each trace's run up to date.
 
@@ -61,7 +81,7 @@ def spans_receive(*, spans: list[Span], user) -> Receipt:
     """
     receipt = Receipt()
     by_trace: dict[str, list[Span]] = defaultdict(list)
-    for span in spans:
+    for span in spans_redacted(spans):
         by_trace[span.trace_id].append(span)
     pending = dict(by_trace)
     batch_first = True  # new traces are tried together once; after a collision, one at a time

@@ -3,7 +3,8 @@
 The endpoint answers as OTLP/HTTP asks, so exporters retry what is worth retrying and drop what is
 not: 200 with an ``ExportTraceServiceResponse`` (``partial_success`` when spans were refused); 400
 for a body that cannot be read, naming the field; 401 without an active API token
-(``Authorization: Bearer``); 413 past ``RLT_OTLP_MAX_BYTES``; 415 for another encoding; 503 with
+(``Authorization: Bearer``); 411 for a chunked body (one with a Content-Length is read); 413 past
+``RLT_OTLP_MAX_BYTES``; 415 for another encoding; 503 with
 ``Retry-After`` while the database cannot be written. Refusals carry a ``google.rpc.Status`` in the
 request's encoding.
 """
@@ -67,6 +68,9 @@ def traces_receive(request: HttpRequest) -> HttpResponse:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         declared = 0
+    if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        # Django reads a body by its Content-Length: a chunked one would be read as empty
+        return _refusal(kind=kind, status=411, message="send the body with a Content-Length, not chunked")
     if declared > limit:
         return _refusal(kind=kind, status=413, message=str(wire.BodyTooLarge(limit)))
     body = request.body if hasattr(request, "_body") else request.read(limit + 1)

@@ -472,7 +472,12 @@ def success_body(*, kind: str, rejected_spans: int = 0, error_message: str = "")
     return response.SerializeToString()
 
 
-RPC_CODES = {400: code_pb2.INVALID_ARGUMENT, 401: code_pb2.UNAUTHENTICATED, 413: code_pb2.RESOURCE_EXHAUSTED}
+RPC_CODES = {
+    400: code_pb2.INVALID_ARGUMENT,
+    401: code_pb2.UNAUTHENTICATED,
+    411: code_pb2.INVALID_ARGUMENT,
+    413: code_pb2.RESOURCE_EXHAUSTED,
+}
 
 
 def status_body(*, kind: str, http_status: int, message: str, field_path: str | None = None) -> bytes:
