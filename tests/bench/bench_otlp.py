@@ -91,9 +91,11 @@ def one_round(backend: str) -> dict:
     otel_spans, workload = shared_bench("otel_spans"), shared_bench("workload")
     call_command("migrate", verbosity=0)
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
 
     User = get_user_model()
     sender = User.objects.create_user(username="bench-sender")
+    sender.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
     _, secret = token_create(user=sender, name="bench")
 
     runs = list(workload.generate(RUNS, SEED))

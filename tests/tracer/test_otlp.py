@@ -18,6 +18,8 @@ import random
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.db.models import Sum
 from django.urls import reverse
 from google.protobuf import json_format
@@ -58,9 +60,16 @@ SCOPE = InstrumentationScope("tests", "1")
 # --- helpers -------------------------------------------------------------------------------------
 
 
+def importer(username: str):
+    """A user who may add runs (the import permission, as the upload page and the API ask)."""
+    user = get_user_model().objects.create_user(username=username)
+    user.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
+    return user
+
+
 @pytest.fixture
-def sender(django_user_model):
-    user = django_user_model.objects.create_user(username="agent-team", password="x")
+def sender():
+    user = importer("agent-team")
     token, secret = token_create(user=user, name="ci agent")
     return user, token, secret
 
@@ -226,7 +235,7 @@ def test_bench_spans_record_each_run_as_the_workload_describes_it(client, sender
     assert queued == {r["trace_id"] for r in chosen if r["stop_reason"] != "final_answer"}
 
 
-def test_json_and_gzip_bodies_record_the_same_run_as_protobuf(client, django_user_model):
+def test_json_and_gzip_bodies_record_the_same_run_as_protobuf(client):
     run = bench_runs(2)[0]
     spans = bench_spans(run)
     results = []
@@ -238,7 +247,7 @@ def test_json_and_gzip_bodies_record_the_same_run_as_protobuf(client, django_use
             (json_body(spans), "application/json", True),
         ]
     ):
-        user = django_user_model.objects.create_user(username=f"sender{n}")
+        user = importer(f"sender{n}")
         _, secret = token_create(user=user, name="t")
         response = post(client, secret, body, content_type=content_type, gzipped=gzipped)
         assert response.status_code == 200, response.content
@@ -249,17 +258,17 @@ def test_json_and_gzip_bodies_record_the_same_run_as_protobuf(client, django_use
     assert all(r == results[0] for r in results)
 
 
-def test_spans_split_over_requests_in_shuffled_order_give_the_same_run_as_one_request(client, django_user_model):
+def test_spans_split_over_requests_in_shuffled_order_give_the_same_run_as_one_request(client):
     run, other = bench_runs(6)[4:6]
     spans = bench_spans(run)
-    one = django_user_model.objects.create_user(username="one")
+    one = importer("one")
     _, one_secret = token_create(user=one, name="t")
     # two new traces in one request are written together (the batch path); the split ones one by one
     assert post(client, one_secret, pb_body(spans + bench_spans(other))).status_code == 200
     one_run = Run.objects.get(owner=one, external_id=run["trace_id"])
 
     for seed in (1, 2, 3):
-        split = django_user_model.objects.create_user(username=f"split{seed}")
+        split = importer(f"split{seed}")
         _, secret = token_create(user=split, name="t")
         shuffled = spans[:]
         random.Random(seed).shuffle(shuffled)  # the root span may come first, last or between
@@ -544,7 +553,7 @@ def test_llm_only_trace_reads_is_error_retries_and_the_final_answer_from_input_v
 # --- bad input -----------------------------------------------------------------------------------
 
 
-def test_a_request_without_an_active_token_is_401(client, sender):
+def test_a_request_without_an_active_token_is_401_and_without_the_import_permission_403(client, sender):
     user, token, secret = sender
     body = pb_body(bench_spans(bench_runs(1)[0]))
     response = post(client, None, body)
@@ -553,6 +562,11 @@ def test_a_request_without_an_active_token_is_401(client, sender):
     assert post(client, "rlt_not-a-real-token", body).status_code == 401
     token_revoke(user=user, token_id=token.pk)
     assert post(client, secret, body).status_code == 401
+    # a reader's token: it may read, not add runs everyone sees
+    reader = get_user_model().objects.create_user(username="reader")
+    _, reader_secret = token_create(user=reader, name="t")
+    response = post(client, reader_secret, body)
+    assert response.status_code == 403 and "tracer.add_run" in refusal(response)[0]
     assert not Run.objects.filter(source=Run.Source.OTLP).exists()
 
 
@@ -777,7 +791,7 @@ def refund_tools(name: str, args: dict) -> tuple[bool, str]:
     return False, json.dumps(refusal_)
 
 
-def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(live_server, django_user_model):
+def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(live_server):
     import anthropic
     import httpx2
     from openinference.instrumentation.anthropic import AnthropicInstrumentor
@@ -785,7 +799,7 @@ def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(l
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    user = django_user_model.objects.create_user(username="refund-team")
+    user = importer("refund-team")
     _, secret = token_create(user=user, name="refund agent")
     resource = Resource({"service.name": "refund-agent", "rlt.scenario": "refund-too-old", "rlt.policy": "my-harness"})
     provider = TracerProvider(resource=resource)

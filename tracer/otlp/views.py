@@ -3,7 +3,8 @@
 The endpoint answers as OTLP/HTTP asks, so exporters retry what is worth retrying and drop what is
 not: 200 with an ``ExportTraceServiceResponse`` (``partial_success`` when spans were refused); 400
 for a body that cannot be read, naming the field; 401 without an active API token
-(``Authorization: Bearer``); 411 for a chunked body (one with a Content-Length is read); 413 past
+(``Authorization: Bearer``), 403 when its user may not add runs (``access.IMPORT``, as for the
+Import page and the API); 411 for a chunked body (one with a Content-Length is read); 413 past
 ``RLT_OTLP_MAX_BYTES``; 415 for another encoding; 503 with
 ``Retry-After`` while the database cannot be written. Refusals carry a ``google.rpc.Status`` in the
 request's encoding.
@@ -20,7 +21,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import selectors
+from .. import access, selectors
 from . import export, receiver, wire
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,13 @@ def traces_receive(request: HttpRequest) -> HttpResponse:
             status=401,
             message="an active API token is needed: send it as 'Authorization: Bearer <token>' "
             "(make one on the dashboard's Tokens page)",
+        )
+    if not user.has_perms(access.IMPORT):
+        return _refusal(
+            kind=kind,
+            status=403,
+            message="this token's user may not add runs: they need the import permission (tracer.add_run), "
+            "which an administrator gives, as for the Import page and the API",
         )
     limit = settings.RLT_OTLP_MAX_BYTES
     try:

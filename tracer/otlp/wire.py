@@ -475,6 +475,7 @@ def success_body(*, kind: str, rejected_spans: int = 0, error_message: str = "")
 RPC_CODES = {
     400: code_pb2.INVALID_ARGUMENT,
     401: code_pb2.UNAUTHENTICATED,
+    403: code_pb2.PERMISSION_DENIED,
     411: code_pb2.INVALID_ARGUMENT,
     413: code_pb2.RESOURCE_EXHAUSTED,
 }
