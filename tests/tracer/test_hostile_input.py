@@ -38,6 +38,7 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:launch": ([], list(LaunchForm.base_fields), []),
     "tracer:experiment": ([], None, ["experiment-progress"]),
     "tracer:run-export": ([], None, []),
+    "tracer:run-otlp": ([], None, []),
     "tracer:compare-export": ([*CompareForm.base_fields], None, []),
     "tracer:experiment-export": ([], None, []),
     "tracer:import": ([], list(ImportForm.base_fields), ["import-report"]),
@@ -47,8 +48,9 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:token-revoke": ([], [], ["token-list"]),
 }
 # Not probed here: logging out ends the session the probe runs in; the admin has its own probe below;
-# the API (/api/) answers JSON, and Schemathesis fuzzes it from its OpenAPI description (test_api_fuzz.py).
-NOT_PROBED = {"logout"} | {f"api:{pattern.name}" for pattern in api.urls[0] if pattern.name}
+# the API (/api/) answers JSON, and Schemathesis fuzzes it from its OpenAPI description (test_api_fuzz.py);
+# the OTLP receiver (/v1/traces) takes protobuf or JSON bodies, fuzzed in test_otlp.py.
+NOT_PROBED = {"logout", "otlp-traces"} | {f"api:{pattern.name}" for pattern in api.urls[0] if pattern.name}
 
 EXAMPLES_PER_PAGE = 60  # requests per URL pattern: 11 patterns, 660 requests
 EXAMPLES_PER_ADMIN_MODEL = 25  # requests per model in the admin: 8 models, 200 requests
@@ -100,6 +102,7 @@ def recorded(admin_client, admin_user):
         "tracer:stop-review": runs,
         "tracer:experiment": [experiment.pk],
         "tracer:run-export": runs,
+        "tracer:run-otlp": runs,
         "tracer:experiment-export": [experiment.pk],
     }
     return Recorded(client=admin_client, ids=ids)

@@ -24,6 +24,8 @@ from django.db.models import Sum
 from django.urls import reverse
 from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.sdk.resources import Resource
@@ -908,3 +910,60 @@ def test_a_secret_in_spans_is_stored_nowhere(client, sender):
     ]
     assert all(key not in text for text in stored)
     assert "[redacted" in stored[0] and "[redacted" in stored[-1]
+
+
+# --- hostile bodies ----------------------------------------------------------------------------------
+
+hostile_json = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**80), max_value=2**80),
+        st.floats(allow_nan=False),
+        st.text(max_size=20),
+        st.sampled_from(
+            ["", "0" * 32, "zz" * 16, "AAAAAAAAAAAAAAAAAAAAAA==", "\x00", "1e400", "-1", "SPAN_KIND_SERVER"]
+        ),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=12), inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+def _mutated(document, data):
+    """``document`` with one value somewhere in it replaced by a hostile one."""
+    node = document
+    while True:
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            return document
+        key = data.draw(st.sampled_from(keys), label="key")
+        child = node[key]
+        if not isinstance(child, (dict, list)) or not child or data.draw(st.booleans(), label="stop here"):
+            node[key] = data.draw(hostile_json, label="value")
+            return document
+        node = child
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_hostile_bodies_are_refused_or_taken_never_a_server_error(client, sender, data):
+    _, _, secret = sender
+    spans = bench_spans(bench_runs(1)[0])[:4]
+    kind = data.draw(st.sampled_from(["json", "protobuf", "bytes"]), label="kind")
+    if kind == "json":
+        body = json.dumps(_mutated(json.loads(json_body(spans)), data)).encode()
+        content_type = "application/json"
+    elif kind == "protobuf":
+        good = bytearray(pb_body(spans))
+        for _ in range(data.draw(st.integers(1, 4), label="flips")):
+            good[data.draw(st.integers(0, len(good) - 1), label="at")] ^= data.draw(st.integers(1, 255), label="bits")
+        body = bytes(good[: data.draw(st.integers(1, len(good)), label="cut")])
+        content_type = PB
+    else:
+        body = data.draw(st.binary(min_size=1, max_size=200), label="body")  # the test client sends no type without one
+        content_type = data.draw(st.sampled_from([PB, "application/json"]), label="type")
+    response = post(client, secret, body, content_type=content_type, gzipped=data.draw(st.booleans(), label="gzip"))
+    assert response.status_code in (200, 400), response.content[:300]
+    if response.status_code == 400:
+        assert refusal(response)[0]
