@@ -53,12 +53,13 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -204,6 +205,17 @@ Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Scalar = str | int | float | bool | None
 
 
+def _in_utc(moment: datetime) -> datetime:
+    """The same moment in UTC: ISO 8601 allows offsets up to ±23:59, PostgreSQL stores ±15:59 at most."""
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("out of range once in UTC") from None
+
+
+Moment = Annotated[AwareDatetime, AfterValidator(_in_utc)]
+
+
 class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -328,8 +340,8 @@ class RunMeta(_Schema):
     verdict_reason: Text = ""
     error: Text = ""
     guard: Annotated[Text, Field(max_length=200)] = ""
-    started_at: AwareDatetime | None = None
-    finished_at: AwareDatetime | None = None
+    started_at: Moment | None = None
+    finished_at: Moment | None = None
     labels: dict[Annotated[str, Field(max_length=100)], Scalar] = Field(default_factory=dict)
     transcript: Any = None  # the raw exchange (a Messages transcript), stored on the run
 
@@ -343,7 +355,7 @@ class RunEndIn(_Schema):
     verdict_reason: Text = ""
     error: Text = ""
     guard: Annotated[Text, Field(max_length=200)] = ""
-    finished_at: AwareDatetime | None = None
+    finished_at: Moment | None = None
     transcript: Any = None
 
 
