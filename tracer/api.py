@@ -277,7 +277,7 @@ class ImportReport(Schema):
     items: list[ImportItem]
 
 
-ERRORS = {400: Errors, 401: Errors, 403: Errors, 404: Errors, 409: Errors, 413: Errors}
+ERRORS = {400: Errors, 401: Errors, 403: Errors, 404: Errors, 409: Errors, 413: Errors, 415: Errors, 503: Errors}
 
 
 def _run_out(run: Run) -> dict[str, Any]:

@@ -293,6 +293,12 @@ def test_a_body_that_is_not_a_json_object_is_a_400_that_says_so(api, raw, expect
     assert expected in " ".join(errors_of(response).values())
 
 
+def test_a_form_body_is_refused_as_not_json(api):
+    response = api.client.post("/api/runs", {"scenario": "x"}, headers=api.headers)  # multipart, as a form posts
+    assert response.status_code == 415 and "JSON" in errors_of(response)["Content-Type"]
+    assert not Run.objects.exists()
+
+
 def test_a_bad_id_or_page_is_a_400_not_a_database_error(api):
     assert api.get(f"/runs/{2**70}").status_code == 400
     assert "run_id" in errors_of(api.get(f"/runs/{2**70}"))
