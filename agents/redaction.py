@@ -186,9 +186,16 @@ def _secret_name(key: str) -> bool:
     return SECRET_NAME.search(key) is not None
 
 
-# Short strings recur (dict keys, categories, tool names): their redacted form is kept, up to this many.
-_CACHED_LENGTH = 200
-_CACHE_SIZE = 4096
+# Strings recur (dict keys, categories, tool names; a span's text read again when its run is
+# recorded): their redacted form is kept, for strings up to _CACHED_LENGTH characters, up to
+# _CACHE_SIZE of them and _CACHE_CHARS characters in all (then the cache starts again empty).
+_CACHED_LENGTH = 4096
+_CACHE_SIZE = 8192
+_CACHE_CHARS = 4_000_000
+
+
+# Values ``Redactor.__call__`` returns as they are.
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _replacement(marker: str, keep: bool) -> Callable[[re.Match[str]], str]:
@@ -219,6 +226,7 @@ class Redactor:
                 (compiled, _replacement(MARKER.format(label), "keep" in compiled.groupindex), triggers)
             )
         self._cache: dict[str, str] = {}
+        self._cached_chars = 0
         self._extra = []
         for number, item in enumerate(patterns, 1):
             name, regex = (f"custom pattern {number}", item) if isinstance(item, str) else item
@@ -230,9 +238,11 @@ class Redactor:
             return self._text(text)
         cached = self._cache.get(text)
         if cached is None:
-            if len(self._cache) >= _CACHE_SIZE:
+            if len(self._cache) >= _CACHE_SIZE or self._cached_chars >= _CACHE_CHARS:
                 self._cache.clear()
+                self._cached_chars = 0
             cached = self._cache[text] = self._text(text)
+            self._cached_chars += len(text)
         return cached
 
     def _text(self, text: str) -> str:
@@ -257,18 +267,32 @@ class Redactor:
         kind = type(value)
         if kind is str:
             return self.text(value)
+        # Below, strings and plain scalars are done in place, a string already in the cache without
+        # a call: a span's attributes are hundreds of thousands of short strings, most seen before.
         if kind is dict:
+            text, cached = self.text, self._cache.get
             out = {}
             for key, item in value.items():
+                item_kind = type(item)
                 if type(key) is str:
-                    if type(item) is str and item and _secret_name(key) and not item.startswith("[redacted: "):
-                        out[self.text(key)] = MARKER.format("secret value")
+                    if item_kind is str and item and _secret_name(key) and not item.startswith("[redacted: "):
+                        out[text(key)] = MARKER.format("secret value")
                         continue
-                    key = self.text(key)
-                out[key] = self(item)
+                    done = cached(key)
+                    key = text(key) if done is None else done
+                if item_kind is str:
+                    done = cached(item)
+                    out[key] = text(item) if done is None else done
+                elif item_kind in _SCALARS:
+                    out[key] = item
+                else:
+                    out[key] = self(item)
             return out
         if kind is list or kind is tuple:
-            return [self(item) for item in value]
+            text = self.text
+            return [
+                text(item) if type(item) is str else item if type(item) in _SCALARS else self(item) for item in value
+            ]
         return value
 
     @classmethod

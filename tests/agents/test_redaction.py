@@ -165,6 +165,28 @@ def test_values_of_keys_named_like_secrets_are_redacted_wherever_they_are_in_a_s
     ]
 
 
+def test_a_string_seen_again_is_redacted_the_same_from_the_cache_long_ones_and_those_inside_structures_too():
+    r = Redactor()
+    long = "ok " * 500 + ANTHROPIC  # longer than the old 200-character limit, shorter than the new one
+    secret_in_list = ["plain", 3, None, True, 1.5, ANTHROPIC, ("x", ANTHROPIC)]
+    for _ in range(2):  # the first time fills the cache, the second reads it
+        assert r.text(long) == "ok " * 500 + "[redacted: anthropic key]"
+        assert r({"k": long, ANTHROPIC: ANTHROPIC, "n": 1}) == {
+            "k": "ok " * 500 + "[redacted: anthropic key]",
+            "[redacted: anthropic key]": "[redacted: anthropic key]",
+            "n": 1,
+        }
+        assert r(secret_in_list) == [
+            "plain",
+            3,
+            None,
+            True,
+            1.5,
+            "[redacted: anthropic key]",
+            ["x", "[redacted: anthropic key]"],
+        ]
+
+
 def test_literal_secret_values_are_redacted_naming_their_variable_but_short_ones_are_not():
     r = Redactor(secrets={"ANTHROPIC_API_KEY": "plain-looking-key-42", "SHORT": "x" * (MIN_SECRET_LENGTH - 1)})
     assert r.text("sent plain-looking-key-42 and xxxxxxx") == "sent [redacted: ANTHROPIC_API_KEY] and xxxxxxx"

@@ -144,3 +144,20 @@ def test_sub_agents_get_child_runs_outside_the_experiments_count(starter):
     recorder.run_finished(RunEnd(stop_reason=Run.StopReason.FINAL_ANSWER, final_answer="partial report"))
     experiment.refresh_from_db()
     assert experiment.finished_runs == 1
+
+
+def test_tool_content_is_stored_as_json_gives_it_back_whether_it_is_json_already_or_not():
+    from datetime import UTC, datetime
+
+    key = "sk-ant-api03-" + "Zx9_Qw8-Er7tY6uI5oP4aS3dF2gH1jK0lZ"
+    native = {"a": [1, 2.5, None, True, "t"], "password": "hunter2", "note": f"key {key}"}
+    assert recording._jsonable(native) == {
+        "a": [1, 2.5, None, True, "t"],
+        "password": "[redacted: secret value]",
+        "note": "key [redacted: anthropic key]",
+    }
+    when = datetime(2026, 1, 2, tzinfo=UTC)
+    assert recording._jsonable({"at": when, 1: ("x", key)}) == {
+        "at": str(when),
+        "1": ["x", "[redacted: anthropic key]"],
+    }
