@@ -205,6 +205,10 @@ def _replacement(marker: str, keep: bool) -> Callable[[re.Match[str]], str]:
     return lambda match: marker
 
 
+class NotJSON(TypeError):
+    """``Redactor.json`` met a part of a value that is not JSON as it is."""
+
+
 class Redactor:
     """Replaces secrets in strings and in JSON-able values; built once, used for every value.
 
@@ -294,6 +298,43 @@ class Redactor:
                 text(item) if type(item) is str else item if type(item) in _SCALARS else self(item) for item in value
             ]
         return value
+
+    def json(self, value: Any) -> Any:
+        """``self(value)`` for a value that is JSON already (dicts with string keys, lists, strings,
+        numbers, booleans, None: exact types), in one walk; raises ``NotJSON`` at the first part that
+        is not (a tuple, a key that is not a string, any other type), for the caller to convert it."""
+        kind = type(value)
+        if kind is str:
+            return self.text(value)
+        if kind in _SCALARS:
+            return value
+        if kind is dict:
+            text, cached = self.text, self._cache.get
+            out = {}
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise NotJSON
+                item_kind = type(item)
+                if item_kind is str and item and _secret_name(key) and not item.startswith("[redacted: "):
+                    out[text(key)] = MARKER.format("secret value")
+                    continue
+                done = cached(key)
+                key = text(key) if done is None else done
+                if item_kind is str:
+                    done = cached(item)
+                    out[key] = text(item) if done is None else done
+                elif item_kind in _SCALARS:
+                    out[key] = item
+                else:
+                    out[key] = self.json(item)
+            return out
+        if kind is list:
+            text = self.text
+            return [
+                text(item) if type(item) is str else item if type(item) in _SCALARS else self.json(item)
+                for item in value
+            ]
+        raise NotJSON
 
     @classmethod
     def from_environ(

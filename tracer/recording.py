@@ -35,9 +35,10 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from agents.events import RunEnd, RunStart, StepEvent
+from agents.redaction import NotJSON
 
 from .models import Experiment, Run, Step
-from .redaction import redact, redact_text
+from .redaction import redact, redact_text, redactor
 
 logger = logging.getLogger(__name__)
 
@@ -70,27 +71,12 @@ def _search_text(step: StepEvent) -> str:
 def _jsonable(value: Any) -> Any:
     """Tool content as stored: anything ``json`` cannot encode becomes its string form, and secrets
     become markers (``tracer.redaction``: every text a run stores goes through ``redact``). A value
-    that is JSON already (what importers read from JSON) skips the ``json`` round trip, which would
-    give it back equal."""
-    if _json_native(value):
-        return redact(value)
-    return redact(json.loads(json.dumps(value, default=str)))
-
-
-_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _json_native(value: Any) -> bool:
-    """Whether ``json.loads(json.dumps(value))`` equals ``value``: only dicts with string keys,
-    lists, strings, numbers, booleans and None (exact types: no tuples, subclasses or enums)."""
-    kind = type(value)
-    if kind in _JSON_SCALARS:
-        return True
-    if kind is list:
-        return all(_json_native(item) for item in value)
-    if kind is dict:
-        return all(type(key) is str and _json_native(item) for key, item in value.items())
-    return False
+    that is JSON already (what importers read from JSON) is redacted as it is, in one walk, without
+    the ``json`` round trip, which would give it back equal."""
+    try:
+        return redactor().json(value)
+    except NotJSON:
+        return redact(json.loads(json.dumps(value, default=str)))
 
 
 class RunNotRunning(Exception):

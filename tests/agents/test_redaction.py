@@ -13,6 +13,7 @@ from agents.events import ListRecorder
 from agents.llm.claude import ClaudeBackend
 from agents.redaction import (
     MIN_SECRET_LENGTH,
+    NotJSON,
     RedactingLogFilter,
     RedactionConfigError,
     Redactor,
@@ -176,6 +177,10 @@ def test_a_string_seen_again_is_redacted_the_same_from_the_cache_long_ones_and_t
             "[redacted: anthropic key]": "[redacted: anthropic key]",
             "n": 1,
         }
+        assert r.json({"a": [ANTHROPIC, {"password": "p", "n": 2}]}) == r({"a": [ANTHROPIC, {"password": "p", "n": 2}]})
+        for not_json in ((1,), {1: "x"}, [{"at": object()}]):
+            with pytest.raises(NotJSON):
+                r.json(not_json)
         assert r(secret_in_list) == [
             "plain",
             3,
