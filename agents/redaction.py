@@ -268,13 +268,25 @@ class Redactor:
     def __call__(self, value: Any) -> Any:
         """A copy of ``value`` with secrets redacted: strings, dict keys, the values of secret-named
         keys, inside dicts, lists and tuples (which become lists). Other values are returned as they are."""
+        return self._walk(value, False)
+
+    def json(self, value: Any) -> Any:
+        """``self(value)`` for a value that is JSON already (dicts with string keys, lists, strings,
+        numbers, booleans, None: exact types), in one walk; raises ``NotJSON`` at the first part that
+        is not (a tuple, a key that is not a string, any other type), for the caller to convert it."""
+        return self._walk(value, True)
+
+    def _walk(self, value: Any, strict: bool) -> Any:
+        """The walk behind ``__call__`` and, with ``strict``, ``json``."""
         kind = type(value)
         if kind is str:
             return self.text(value)
+        if kind in _SCALARS:
+            return value
         # Below, strings and plain scalars are done in place, a string already in the cache without
         # a call: a span's attributes are hundreds of thousands of short strings, most seen before.
         if kind is dict:
-            text, cached = self.text, self._cache.get
+            text, cached, walk = self.text, self._cache.get, self._walk
             out = {}
             for key, item in value.items():
                 item_kind = type(item)
@@ -284,57 +296,25 @@ class Redactor:
                         continue
                     done = cached(key)
                     key = text(key) if done is None else done
-                if item_kind is str:
-                    done = cached(item)
-                    out[key] = text(item) if done is None else done
-                elif item_kind in _SCALARS:
-                    out[key] = item
-                else:
-                    out[key] = self(item)
-            return out
-        if kind is list or kind is tuple:
-            text = self.text
-            return [
-                text(item) if type(item) is str else item if type(item) in _SCALARS else self(item) for item in value
-            ]
-        return value
-
-    def json(self, value: Any) -> Any:
-        """``self(value)`` for a value that is JSON already (dicts with string keys, lists, strings,
-        numbers, booleans, None: exact types), in one walk; raises ``NotJSON`` at the first part that
-        is not (a tuple, a key that is not a string, any other type), for the caller to convert it."""
-        kind = type(value)
-        if kind is str:
-            return self.text(value)
-        if kind in _SCALARS:
-            return value
-        if kind is dict:
-            text, cached = self.text, self._cache.get
-            out = {}
-            for key, item in value.items():
-                if type(key) is not str:
+                elif strict:
                     raise NotJSON
-                item_kind = type(item)
-                if item_kind is str and item and _secret_name(key) and not item.startswith("[redacted: "):
-                    out[text(key)] = MARKER.format("secret value")
-                    continue
-                done = cached(key)
-                key = text(key) if done is None else done
                 if item_kind is str:
                     done = cached(item)
                     out[key] = text(item) if done is None else done
                 elif item_kind in _SCALARS:
                     out[key] = item
                 else:
-                    out[key] = self.json(item)
+                    out[key] = walk(item, strict)
             return out
-        if kind is list:
-            text = self.text
+        if kind is list or (kind is tuple and not strict):
+            text, walk = self.text, self._walk
             return [
-                text(item) if type(item) is str else item if type(item) in _SCALARS else self.json(item)
+                text(item) if type(item) is str else item if type(item) in _SCALARS else walk(item, strict)
                 for item in value
             ]
-        raise NotJSON
+        if strict:
+            raise NotJSON
+        return value
 
     @classmethod
     def from_environ(
