@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,8 +35,8 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(BASE_DIR))
 
-from tests.bench.bench_import import RUNS, SEED, as_document, pg_recreate, workload  # noqa: E402
-from tests.bench.bench_otlp import free_port, pg_answers  # noqa: E402
+from tests.bench.bench_import import RUNS, SEED, as_document, workload  # noqa: E402
+from tests.bench.serving import gunicorn_serving, pg_answers, pg_recreate  # noqa: E402
 
 PG_URL = os.environ.get("RLT_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/rlt_api")
 
@@ -67,29 +65,7 @@ def one_round(backend: str, batch_size: int) -> dict:
     lines = [json.dumps(as_document(run), separators=(",", ":")) for run in runs]
     batches = ["\n".join(lines[k : k + batch_size]).encode() for k in range(0, len(lines), batch_size)]
 
-    port = free_port()
-    env = dict(os.environ, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=secrets.token_urlsafe(40), LOG_LEVEL="WARNING")
-    web = subprocess.Popen(
-        [
-            str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
-            *("-c", str(BASE_DIR / "config" / "gunicorn.py")),
-            *("--bind", f"127.0.0.1:{port}", "config.wsgi"),
-        ],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if web.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"gunicorn did not start: {web.stderr.read().decode()[-2000:]}") from None
-                time.sleep(0.1)
+    with gunicorn_serving() as port:
         client = httpx2.Client(
             base_url=f"http://127.0.0.1:{port}",
             headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/x-ndjson"},
@@ -112,9 +88,6 @@ def one_round(backend: str, batch_size: int) -> dict:
                 raise SystemExit(f"batch refused ({response.status_code}): {json.dumps(report)[:2000]}")
         api_s = time.perf_counter() - started
         client.close()
-    finally:
-        web.terminate()
-        web.wait(timeout=30)
 
     mine = Run.objects.filter(owner=sender)
     assert mine.count() == RUNS, mine.count()

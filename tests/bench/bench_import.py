@@ -28,6 +28,11 @@ import tempfile
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[2]
+if str(BASE_DIR) not in sys.path:
+    sys.path.insert(0, str(BASE_DIR))
+
+from tests.bench.serving import pg_answers, pg_recreate  # noqa: E402
+
 BENCH_DIR = BASE_DIR.parent / "shared" / "bench"
 PG_URL = os.environ.get("RLT_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/rlt_ingest")
 RUNS = 500
@@ -111,15 +116,6 @@ def setup(backend: str, tmp: str) -> None:
         os.environ.pop("DATABASE_URL", None)
 
 
-def pg_recreate(url: str) -> None:
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
 def one_round(backend: str, lines: bytes, n_steps: int) -> dict[str, float]:
     """In a child process (a fresh Django per database): prints the timings as JSON."""
     code = f"""
@@ -161,17 +157,6 @@ print(json.dumps({{"validate_s": validate_s, "import_s": import_s, "floor_s": fl
         return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
 
-def postgres_answers() -> bool:
-    try:
-        import psycopg
-
-        base = PG_URL.rpartition("/")[0]
-        with psycopg.connect(f"{base}/postgres", connect_timeout=3):
-            return True
-    except Exception:
-        return False
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
@@ -188,7 +173,7 @@ def main() -> int:
     )
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     for backend in backends:
-        if backend == "postgres" and not postgres_answers():
+        if backend == "postgres" and not pg_answers(PG_URL):
             print(f"postgres: {PG_URL} does not answer; skipped")
             continue
         for n in range(1, args.rounds + 1):

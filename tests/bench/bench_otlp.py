@@ -22,8 +22,6 @@ import argparse
 import importlib.util
 import json
 import os
-import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,11 @@ import time
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[2]
+if str(BASE_DIR) not in sys.path:
+    sys.path.insert(0, str(BASE_DIR))
+
+from tests.bench.serving import gunicorn_serving, pg_answers, pg_recreate  # noqa: E402
+
 BENCH_DIR = BASE_DIR.parent / "shared" / "bench"
 PG_URL = os.environ.get("RLT_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/rlt_otlp")
 RUNS = 500
@@ -44,32 +47,6 @@ def shared_bench(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def pg_recreate(url: str) -> None:
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def pg_answers(url: str) -> bool:
-    try:
-        import psycopg
-
-        base = url.rpartition("/")[0]
-        with psycopg.connect(f"{base}/postgres", connect_timeout=3):
-            return True
-    except Exception:
-        return False
 
 
 def one_round(backend: str) -> dict:
@@ -116,32 +93,7 @@ def one_round(backend: str) -> dict:
         encode_spans(batch).SerializeToString()
     client_encode = time.perf_counter() - t
 
-    port = free_port()
-    env = dict(os.environ, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=secrets.token_urlsafe(40), LOG_LEVEL="WARNING")
-    web = subprocess.Popen(
-        [
-            str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
-            "-c",
-            str(BASE_DIR / "config" / "gunicorn.py"),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "config.wsgi",
-        ],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if web.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"gunicorn did not start: {web.stderr.read().decode()[-2000:]}") from None
-                time.sleep(0.1)
+    with gunicorn_serving() as port:
         exporter = OTLPSpanExporter(
             endpoint=f"http://127.0.0.1:{port}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=60
         )
@@ -170,9 +122,6 @@ def one_round(backend: str) -> dict:
             time.sleep(0.02)
         queryable = time.perf_counter() - started
         exporter.shutdown()
-    finally:
-        web.terminate()
-        web.wait(timeout=30)
 
     # The baseline: the same rows, inserted straight in one transaction (for another owner).
     other = User.objects.create_user(username="bench-baseline")

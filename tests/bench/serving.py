@@ -1,0 +1,76 @@
+"""What the benchmarks that go over HTTP share: a free loopback port, a fresh PostgreSQL database,
+and the app served by gunicorn as `./rlt up` serves it (DEBUG off)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pg_recreate(url: str) -> None:
+    """Drop and create the database ``url`` names, so a round starts empty."""
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def pg_answers(url: str) -> bool:
+    try:
+        import psycopg
+
+        base = url.rpartition("/")[0]
+        with psycopg.connect(f"{base}/postgres", connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def gunicorn_serving() -> Iterator[int]:
+    """The app under gunicorn (``config/gunicorn.py``) on a free loopback port, until the block ends;
+    yields the port once it accepts connections. The database is whatever this process's
+    environment names."""
+    port = free_port()
+    env = dict(os.environ, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=secrets.token_urlsafe(40), LOG_LEVEL="WARNING")
+    web = subprocess.Popen(
+        [
+            str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
+            *("-c", str(BASE_DIR / "config" / "gunicorn.py")),
+            *("--bind", f"127.0.0.1:{port}", "config.wsgi"),
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if web.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"gunicorn did not start: {web.stderr.read().decode()[-2000:]}") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
