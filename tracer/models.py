@@ -1,4 +1,4 @@
-"""Recorded traces: experiments, runs, steps, policy variants and reviews of guard stops.
+"""Recorded traces: experiments, runs, steps, policy variants and reviews of runs.
 
 Runs may also come from outside (imported transcripts, OpenTelemetry spans), where scenario, policy
 or verdict are unknown: those fields are blank, never required. Counters live on ``Run`` so list
@@ -283,22 +283,57 @@ class Step(models.Model):
 
 
 class StopReview(models.Model):
-    """A reviewer's verdict on a run that a guard stopped."""
+    """A reviewer's annotation of one run (``tracer/reviews.py`` writes it): for any run a verdict
+    override with its reason, a note and tags; for a run a guard stopped, also why it stopped
+    (``verdict``). The judge's verdict stays on ``Run.verdict``: an override sits beside it, never over it.
+
+    The model keeps its first name (reviews began with guard stops) so its permissions, which the
+    ``reviewer`` group holds, keep theirs.
+    """
 
     class Verdict(models.TextChoices):
+        """Why a guard stopped the run, as the reviewer sees it."""
+
         UNHELPFUL_ERROR = "unhelpful_error", "unhelpful error message"
         MODEL_STUCK = "model_stuck", "model stuck"
         EXPECTED = "expected", "expected"
         OTHER = "other", "other"
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="review")
-    verdict = models.CharField(max_length=20, choices=Verdict.choices)
+    verdict = models.CharField(max_length=20, choices=Verdict.choices, blank=True)  # guard stops only
+    # The reviewer's pass or fail where the judge got it wrong; blank: the judge's verdict stands.
+    verdict_override = models.CharField(max_length=4, choices=Run.Verdict.choices, blank=True)
+    override_reason = models.TextField(blank=True)
     note = models.TextField(blank=True)
     reviewer = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     reviewed_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        # The runs list's "verdict overridden" filter and the matrix's effective verdict.
+        indexes = [models.Index(fields=["verdict_override"], name="review_override_idx")]
+
     def __str__(self) -> str:
-        return f"review of run {self.run_id}: {self.verdict}"
+        return f"review of run {self.run_id}: {self.verdict or self.verdict_override or 'note'}"
+
+    @property
+    def effective_verdict(self) -> str:
+        """What the run counts as: the reviewer's override, else the judge's verdict."""
+        return self.verdict_override or self.run.verdict
+
+
+class ReviewTag(models.Model):
+    """One tag a reviewer put on a run's review (lowercase words: ``flaky-judge``, ``needs-prompt``)."""
+
+    review = models.ForeignKey(StopReview, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=40)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["review", "name"], name="reviewtag_review_name_unique")]
+        indexes = [models.Index(fields=["name", "review"], name="reviewtag_name_idx")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ApiToken(models.Model):
