@@ -252,3 +252,15 @@ def _clean_up_the_session(request):
     if not request.session.testsfailed:
         for log in ARTIFACTS.glob(f"worker-{os.getpid()}-*.log"):
             log.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def fake_api(monkeypatch):
+    """A started fake Messages API (``tests/fake_messages_api.py``): ``ANTHROPIC_BASE_URL`` and
+    ``ANTHROPIC_API_KEY`` point this process, and subprocesses started with ``subprocess_env``, at it."""
+    from tests.fake_messages_api import FakeMessagesAPI
+
+    with FakeMessagesAPI() as api:
+        for name, value in api.env.items():
+            monkeypatch.setenv(name, value)
+        yield api
