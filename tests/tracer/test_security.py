@@ -133,3 +133,27 @@ def test_the_deploy_check_finds_nothing_over_https_with_debug_off_and_a_long_sec
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues (2 silenced)." in result.stdout
+
+
+# --- Compression -------------------------------------------------------------------------------
+
+
+def test_pages_are_gzipped_for_browsers_that_accept_it_with_random_padding_against_breach(admin_client):
+    import gzip
+
+    run = refund_too_old_starter()
+    url = reverse("tracer:run", args=[run.pk])
+    plain = admin_client.get(url)
+    first = admin_client.get(url, HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+    second = admin_client.get(url, HTTP_ACCEPT_ENCODING="gzip")
+
+    assert "Content-Encoding" not in plain
+    assert first["Content-Encoding"] == "gzip"
+    assert "Accept-Encoding" in first["Vary"]
+    assert len(first.content) < len(plain.content) / 2
+    # The page a browser unpacks is the page itself (its CSRF token and CSP nonce differ per request).
+    assert "refund-too-old" in gzip.decompress(first.content).decode()
+    # Heal the Breach: the same page compresses to a different length each time, so the length of a
+    # response does not tell an attacker whether a guessed secret matched.
+    sizes = {len(admin_client.get(url, HTTP_ACCEPT_ENCODING="gzip").content) for _ in range(6)}
+    assert len(sizes | {len(second.content)}) > 1
