@@ -140,6 +140,9 @@ class Run(models.Model):
     error_count = models.PositiveIntegerField(default=0)  # steps whose tool_result had is_error
     retry_count = models.PositiveIntegerField(default=0)  # harness retries, all steps
     wasted_retry_count = models.PositiveIntegerField(default=0)  # retries after a non-retryable failure
+    model_retry_count = models.PositiveIntegerField(default=0)  # retries of model API calls, all steps and the end
+    # The attempts of the model call that ended the run, when one failed (agents.events.ModelAttempt each).
+    failed_model_call = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
 
@@ -272,6 +275,8 @@ class Step(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     text = models.TextField(blank=True)  # final answer, or assistant text with the tool_use
+    # The attempts of the model call whose response produced this step (agents.events.ModelAttempt each).
+    model_attempts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
