@@ -70,6 +70,9 @@ class StepEvent:
     input_tokens: int = 0  # of the model response that produced this step
     output_tokens: int = 0
     text: str | None = None  # the final answer, or assistant text that came with the tool_use
+    # The Messages API's stop_reason for the model response that produced this step (end_turn,
+    # tool_use, max_tokens, refusal…); None when the step came from elsewhere and did not say.
+    api_stop_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict, for JSON; shallow like ``Attempt.to_dict``."""
@@ -120,6 +123,7 @@ class RunEnd:
     verdict: Verdict | None = None
     error: str | None = None  # the exception (crashed) or the fatal error's message
     guard: str | None = None  # e.g. "3 tool errors in a row" when a guard stopped the run
+    api_stop_reason: str | None = None  # the Messages API's stop_reason of the run's last model response
     transcript: list[dict[str, Any]] = field(default_factory=list)  # raw Messages API exchange
 
     def to_dict(self) -> dict[str, Any]:

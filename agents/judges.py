@@ -155,10 +155,30 @@ def time_pattern(hhmm: str) -> re.Pattern[str]:
 # --- checks ----------------------------------------------------------------------------------
 
 
+# What a stop reason means for the answer, where its name alone does not say.
+_STOP_MEANING = {
+    StopReason.MAX_TOKENS: "the model's reply was cut off at its token limit, so there is no answer",
+    StopReason.REFUSAL: "the model declined to answer",
+}
+
+
 def _why_stopped(run: Any) -> str:
     """How the run ended, for a failed check; the error itself is shown with the run, not repeated here."""
     end = run.end
-    return f"it ended {end.stop_reason}" + (f": {end.guard}" if end.guard else "")
+    meaning = end.guard or _STOP_MEANING.get(end.stop_reason)
+    return f"it ended {end.stop_reason}" + (f": {meaning}" if meaning else "")
+
+
+def _answer_check(name: str, test: Callable[[str], Outcome]) -> Check:
+    """A check of the final answer's facts; a run the model's reply ended without an answer (cut off,
+    refused) fails it naming that stop reason, not as an answer that lacks the fact."""
+
+    def check(world: Any, run: Any) -> Outcome:
+        if run.end.stop_reason in _STOP_MEANING:
+            return False, f"no answer: it ended {run.end.stop_reason}"
+        return test(answer_of(run))
+
+    return Check(name, check)
 
 
 def answered(name: str = "answered") -> Check:
@@ -181,23 +201,23 @@ def gives(value: float, *units: str, name: str | None = None) -> Check:
     """The answer gives ``value`` as a number, with one of ``units`` beside it when any are named."""
     shown = f"{value:g}" if isinstance(value, float) else str(value)
     label = name or f"answer gives {shown}" + (f" {units[0]}" if units else "")
-    return Check(label, lambda world, run: has_number(answer_of(run), value, units))
+    return _answer_check(label, lambda answer: has_number(answer, value, units))
 
 
 def gives_time(hhmm: str, *, name: str | None = None) -> Check:
     """The answer gives a clock time, as "13:00" or "1 pm"."""
     pattern = time_pattern(hhmm)
-    return Check(name or f"answer gives {hhmm}", lambda world, run: bool(pattern.search(normalize(answer_of(run)))))
+    return _answer_check(name or f"answer gives {hhmm}", lambda answer: bool(pattern.search(normalize(answer))))
 
 
 def mentions(name: str, *terms: str) -> Check:
     """The answer carries every key term (case-insensitive, from the start of a word)."""
-    return Check(name, lambda world, run: all(has_term(answer_of(run), t) for t in terms))
+    return _answer_check(name, lambda answer: all(has_term(answer, t) for t in terms))
 
 
 def mentions_any(name: str, *terms: str) -> Check:
     """The answer carries at least one of the key terms."""
-    return Check(name, lambda world, run: any(has_term(answer_of(run), t) for t in terms))
+    return _answer_check(name, lambda answer: any(has_term(answer, t) for t in terms))
 
 
 def never_mentions(name: str, *terms: str) -> Check:

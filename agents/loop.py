@@ -23,9 +23,12 @@ from .persona import Persona
 from .policies import Policy
 from .runner import Outcome
 from .tools import Toolbox
-from .vocabulary import ErrorCategory, ErrorFormat, StepKind, StopReason
+from .vocabulary import ApiStopReason, ErrorCategory, ErrorFormat, StepKind, StopReason
 
 MAX_TOKENS = 1024
+MAX_PAUSES = 10  # pause_turn continuations of one turn before a guard stops the run
+# The API's stop reasons that end a run: nothing in such a turn is executed.
+ENDS_THE_RUN = (ApiStopReason.MAX_TOKENS, ApiStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED, ApiStopReason.REFUSAL)
 EXHAUSTED_ADVICE = "try again later or use another source"
 SWALLOWED: list[Any] = []  # what a harness that swallows failures sends: "no results", as if it worked
 
@@ -124,6 +127,37 @@ def format_result(
     return error_json(outcome.category or ErrorCategory.BUSINESS, message, retryable=outcome.retryable), True
 
 
+def _quote(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+@dataclass
+class ModelTurn:
+    """One assistant turn (one response, or a paused one and its continuations): its content blocks,
+    tokens summed over its responses, and the API's stop_reason of the last of them."""
+
+    content: list[dict[str, Any]]
+    tokens: tuple[int, int] = (0, 0)
+    api_stop_reason: str | None = None
+    pauses: int = 0
+
+    def add(self, reply: dict[str, Any]) -> None:
+        usage = reply.get("usage") or {}
+        self.tokens = (
+            self.tokens[0] + int(usage.get("input_tokens") or 0),
+            self.tokens[1] + int(usage.get("output_tokens") or 0),
+        )
+        self.api_stop_reason = reply.get("stop_reason")
+
+    @property
+    def text(self) -> str | None:
+        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text") or None
+
+    @property
+    def uses(self) -> list[dict[str, Any]]:
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+
 class _Run:
     def __init__(
         self, spec: AgentSpec, policy: Policy, session: Session, recorder: Recorder, client: ModelClient
@@ -136,6 +170,7 @@ class _Run:
         self.tools = spec.toolbox.schemas()
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": spec.task}]
         self.steps: list[StepEvent] = []
+        self.api_stop_reason: str | None = None  # of the last model response
 
     def record(self, step: StepEvent) -> None:
         self.steps.append(step)
@@ -150,17 +185,40 @@ class _Run:
             "messages": self.messages,
         }
 
+    def model_turn(self) -> ModelTurn:
+        """One assistant turn: a response, continued while the API pauses it (``pause_turn``).
+
+        A paused turn's content goes back as the last (assistant) message and the API continues it; the
+        continuation's content is appended to that same message, so the conversation still alternates.
+        """
+        reply = self.client.create(self.request())
+        content = list(reply.get("content") or [])
+        self.messages.append({"role": "assistant", "content": content})
+        turn = ModelTurn(content=content)
+        turn.add(reply)
+        while turn.api_stop_reason == ApiStopReason.PAUSE_TURN:
+            if turn.pauses >= MAX_PAUSES:
+                return turn
+            turn.pauses += 1
+            reply = self.client.create(self.request())
+            content.extend(reply.get("content") or [])
+            turn.add(reply)
+        return turn
+
     def drive(self) -> RunEnd:
         policy = self.policy
         tool_steps = consecutive = 0
         while True:
-            reply = self.client.create(self.request())
-            content = reply.get("content") or []
-            self.messages.append({"role": "assistant", "content": content})
-            usage = reply.get("usage") or {}
-            tokens = (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
-            text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text") or None
-            uses = [b for b in content if b.get("type") == "tool_use"]
+            turn = self.model_turn()
+            self.api_stop_reason = turn.api_stop_reason
+            if turn.api_stop_reason == ApiStopReason.PAUSE_TURN:
+                return RunEnd(
+                    StopReason.MAX_STEPS,
+                    guard=f"the API paused one turn {MAX_PAUSES + 1} times in a row (pause_turn)",
+                )
+            text, tokens, uses = turn.text, turn.tokens, turn.uses
+            if turn.api_stop_reason in ENDS_THE_RUN:
+                return self.model_stop(turn)
             if not uses:
                 self.record(
                     StepEvent(
@@ -169,6 +227,7 @@ class _Run:
                         text=text or "",
                         input_tokens=tokens[0],
                         output_tokens=tokens[1],
+                        api_stop_reason=turn.api_stop_reason,
                     )
                 )
                 return RunEnd(StopReason.FINAL_ANSWER, final_answer=text or "")
@@ -178,7 +237,9 @@ class _Run:
                     return RunEnd(StopReason.MAX_STEPS, guard=f"stopped at the {policy.max_steps}-step limit")
                 tool_steps += 1
                 # A response's tokens are counted once, on its first step.
-                step = self.tool_step(use, text if k == 0 else None, tokens if k == 0 else (0, 0))
+                step = self.tool_step(
+                    use, text if k == 0 else None, tokens if k == 0 else (0, 0), api_stop_reason=turn.api_stop_reason
+                )
                 last = step.attempts[-1]
                 if last.category == ErrorCategory.FATAL and policy.stop_on_fatal:
                     return RunEnd(
@@ -200,7 +261,47 @@ class _Run:
                     )
             self.messages.append({"role": "user", "content": results})
 
-    def tool_step(self, use: dict[str, Any], text: str | None, tokens: tuple[int, int]) -> StepEvent:
+    def model_stop(self, turn: ModelTurn) -> RunEnd:
+        """A turn the API cut off (max_tokens) or the model refused: recorded as it came, nothing in it
+        executed (a tool_use cut off mid-input would run with a partial input), and the run ends."""
+        cut = turn.uses[-1] if turn.uses else None
+        raw_input = cut.get("input") if cut else None
+        self.record(
+            StepEvent(
+                index=len(self.steps) + 1,
+                kind=StepKind.MODEL_STOP,
+                tool_name=cut.get("name") if cut else None,
+                tool_use_id=cut.get("id") if cut else None,
+                input=(raw_input if isinstance(raw_input, dict) else {"input": raw_input}) if cut else None,
+                text=turn.text,
+                input_tokens=turn.tokens[0],
+                output_tokens=turn.tokens[1],
+                api_stop_reason=turn.api_stop_reason,
+            )
+        )
+        said = f": {_quote(turn.text)}" if turn.text else ""
+        if turn.api_stop_reason == ApiStopReason.REFUSAL:
+            return RunEnd(StopReason.REFUSAL, error=f"the model declined to go on (stop_reason refusal){said}")
+        limit = (
+            f"the {MAX_TOKENS}-token limit of a reply"
+            if turn.api_stop_reason == ApiStopReason.MAX_TOKENS
+            else "the model's context window"
+        )
+        what = (
+            f"while writing a call to {cut.get('name')}, which was not executed"
+            if cut
+            else f"after{said}"
+            if said
+            else "before it wrote anything"
+        )
+        return RunEnd(
+            StopReason.MAX_TOKENS,
+            error=f"the model's reply was cut off at {limit} (stop_reason {turn.api_stop_reason}) {what}",
+        )
+
+    def tool_step(
+        self, use: dict[str, Any], text: str | None, tokens: tuple[int, int], *, api_stop_reason: str | None = None
+    ) -> StepEvent:
         policy, name = self.policy, str(use.get("name"))
         raw_input = use.get("input")
         step = StepEvent(
@@ -212,6 +313,7 @@ class _Run:
             text=text,
             input_tokens=tokens[0],
             output_tokens=tokens[1],
+            api_stop_reason=api_stop_reason,
         )
         backoff = 0.0
         while True:
@@ -307,6 +409,7 @@ def run_agent(
         if isinstance(exc, (ModelError, ReplayMismatch)):
             aborted = RunAborted(end.error)
     end.transcript = run.messages
+    end.api_stop_reason = run.api_stop_reason
     result = RunResult(start=start, steps=run.steps, end=end, children=session.children[children_before:])
     if judge is not None:
         end.verdict = judge(result)

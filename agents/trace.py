@@ -49,10 +49,19 @@ def format_step(step: StepEvent) -> str:
     """``step N: tool({...}) -> ok: ...`` or ``-> ERROR (is_error): ...``, with a line per attempt when retried.
 
     A step that ended the run (a fatal error under ``stop_on_fatal``, an exception under ``raise``) sent
-    no tool_result, and says so.
+    no tool_result, and says so; a model turn that ended it (cut off, refused) says why and that
+    nothing in it was executed.
     """
     if step.kind == StepKind.FINAL_ANSWER:
         return f"final answer: {step.text or ''}"
+    if step.kind == StepKind.MODEL_STOP:
+        said = f": {step.text}" if step.text else ""
+        if step.tool_name:
+            return (
+                f"step {step.index}: {step.tool_name}({step.input!r}) -> NOT EXECUTED, "
+                f"the model's reply was cut off (stop_reason {step.api_stop_reason}){said}"
+            )
+        return f"step {step.index}: the model stopped (stop_reason {step.api_stop_reason}){said}"
     head = f"step {step.index}: {step.tool_name}({step.input!r})"
     last = step.attempts[-1] if step.attempts else None
     if step.result_content is None and step.is_error:

@@ -20,13 +20,29 @@ class StopReason(StrEnum):
     FATAL_ERROR = "fatal_error"
     CRASHED = "crashed"
     INTERRUPTED = "interrupted"
+    MAX_TOKENS = "max_tokens"  # the model's reply was cut off at the request's max_tokens
+    REFUSAL = "refusal"  # the model declined to go on (the API's stop_reason "refusal")
 
 
 class StepKind(StrEnum):
-    """What one step of a run is: a tool_use (with its attempts) or the final answer."""
+    """What one step of a run is: a tool_use (with its attempts), the final answer, or the model turn
+    that ended the run without either (cut off by max_tokens, or a refusal): nothing in it is executed."""
 
     TOOL_USE = "tool_use"
     FINAL_ANSWER = "final_answer"
+    MODEL_STOP = "model_stop"
+
+
+class ApiStopReason(StrEnum):
+    """Why the Messages API ended one model response (its ``stop_reason``), as the API spells it."""
+
+    END_TURN = "end_turn"
+    TOOL_USE = "tool_use"
+    STOP_SEQUENCE = "stop_sequence"
+    MAX_TOKENS = "max_tokens"  # cut off at the request's max_tokens: a tool_use in it may be incomplete
+    MODEL_CONTEXT_WINDOW_EXCEEDED = "model_context_window_exceeded"  # cut off at the context window
+    PAUSE_TURN = "pause_turn"  # the API paused a long turn: send its content back to continue it
+    REFUSAL = "refusal"
 
 
 class ErrorCategory(StrEnum):

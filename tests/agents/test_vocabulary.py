@@ -19,8 +19,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # What recorded runs, policy snapshots and cassettes already hold: renaming one orphans them.
 STORED_VALUES = {
-    StopReason: ["final_answer", "consecutive_errors", "max_steps", "fatal_error", "crashed", "interrupted"],
-    StepKind: ["tool_use", "final_answer"],
+    StopReason: [
+        "final_answer",
+        "consecutive_errors",
+        "max_steps",
+        "fatal_error",
+        "crashed",
+        "interrupted",
+        "max_tokens",
+        "refusal",
+    ],
+    StepKind: ["tool_use", "final_answer", "model_stop"],
     ErrorCategory: ["validation", "transient", "permission", "business", "fatal"],
     ErrorFormat: ["raise", "bare", "message", "structured"],
     RetryRule: ["all", "transient", "none"],
