@@ -95,13 +95,35 @@ class CompareForm(forms.Form):
         return cleaned
 
 
+class IdListField(forms.Field):
+    """Ids from a repeated query-string key (``?experiment=3&experiment=5``), each checked as ``IdField``
+    checks one; duplicates dropped, in ascending order."""
+
+    widget = forms.MultipleHiddenInput
+
+    def __init__(self, *, of: str, **kwargs: Any) -> None:
+        self.one = IdField(of=of)
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> list[int]:
+        values = value if isinstance(value, list | tuple) else [value]
+        return sorted({self.one.clean(v) for v in values if v not in (None, "")})
+
+
 class MatrixFilterForm(forms.Form):
-    """The policy matrix's narrowing to one experiment; a bad id is named and the matrix shows all runs."""
+    """Which runs the policy matrix counts: experiments and a model backend (none given: all). A bad
+    value is named on the page and that narrowing is dropped."""
 
-    experiment = IdField(required=False, label="experiment", of="an experiment")
+    experiment = IdListField(required=False, label="experiment", of="an experiment")
+    model_backend = forms.ChoiceField(
+        required=False, label="model backend", choices=[("", "all"), *Run.ModelBackend.choices]
+    )
 
-    def experiment_id(self) -> int | None:
-        return self.cleaned_data.get("experiment") if self.is_valid() else None
+    def filters(self) -> dict[str, Any]:
+        """``policy_matrix``'s narrowing from the fields that are valid."""
+        self.is_valid()
+        cleaned = self.cleaned_data
+        return {"experiment_ids": cleaned.get("experiment") or [], "model_backend": cleaned.get("model_backend") or ""}
 
 
 class PolicyVariantForm(forms.Form):

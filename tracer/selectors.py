@@ -8,13 +8,27 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Avg, Count, F, Max, Q, QuerySet, Sum, Window
-from django.db.models.functions import RowNumber
+from django.db.models import (
+    Count,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    Window,
+)
+from django.db.models.functions import Coalesce, NullIf, RowNumber
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from .divergence import Difference, Divergence, attempt_outcome, canonical, run_differences, run_divergence
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
+from .stats import Interval, beyond_noise, wilson_interval
 
 GUARD_STOPS = (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)
 TRAILING_STEPS = 12  # enough to show any consecutive-error guard's streak
@@ -157,24 +171,88 @@ def run_compare(*, a_id: int, b_id: int) -> Comparison:
 
 # --- policies --------------------------------------------------------------------------------
 
+# What a run counts as in the matrix: a reviewer's verdict override, else the judge's verdict.
+EFFECTIVE_VERDICT = Coalesce(NullIf("review__verdict_override", Value("")), "verdict")
+
 
 @dataclass
-class MatrixCell:
-    scenario: str
-    policy: str
-    runs: int
-    passes: int
-    mean_tool_calls: float
-    wasted_retries: int
-    guard_stops: int
-    crashes: int
-    imported: int = 0  # runs from outside (files, OTLP, the API) among ``runs``
-    tool_calls_pct: int = 0  # bar lengths, against the largest value in the matrix
-    wasted_pct: int = 0
+class Tally:
+    """Sums over counted runs: a matrix cell and a policy's totals are each one."""
+
+    runs: int = 0
+    passes: int = 0  # by effective verdict (EFFECTIVE_VERDICT)
+    overridden: int = 0  # runs whose verdict a reviewer overrode
+    tool_calls: int = 0
+    retries: int = 0  # the harness's tool retries
+    wasted_retries: int = 0  # retries after a non-retryable failure or an empty result
+    guard_stops: int = 0  # the consecutive-error guard stopped the run
+    max_steps_stops: int = 0  # the step limit stopped the run
+    crashes: int = 0
+    interrupted: int = 0  # a worker died and no re-run stands in for the run
+    imported: int = 0  # runs from outside (files, OTLP, the API)
+    simulated: int = 0  # runs of the simulated model
+    tokens: int = 0  # input and output
+    duration_s: float = 0.0
+    timed: int = 0  # runs with a start and an end, which ``duration_s`` sums
+
+    def add(self, other: Tally) -> None:
+        for name in TALLY_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     @property
     def pass_pct(self) -> int:
         return round(100 * self.passes / self.runs) if self.runs else 0
+
+    @property
+    def pass_interval(self) -> Interval:
+        """The pass rate's 95 % Wilson score interval."""
+        return wilson_interval(self.passes, self.runs)
+
+    @property
+    def mean_tool_calls(self) -> float:
+        return round(self.tool_calls / self.runs, 1) if self.runs else 0.0
+
+    @property
+    def mean_wasted_retries(self) -> float:
+        return round(self.wasted_retries / self.runs, 1) if self.runs else 0.0
+
+    @property
+    def mean_tokens(self) -> int:
+        return round(self.tokens / self.runs) if self.runs else 0
+
+    @property
+    def mean_duration_s(self) -> float | None:
+        return round(self.duration_s / self.timed, 1) if self.timed else None
+
+
+TALLY_FIELDS = list(Tally.__dataclass_fields__)
+
+
+@dataclass
+class MatrixCell(Tally):
+    scenario: str = ""
+    policy: str = ""
+    tool_calls_pct: int = 0  # bar lengths, against the largest value in the matrix
+    wasted_pct: int = 0
+
+
+@dataclass
+class PolicyTotals(Tally):
+    """One policy over every scenario the matrix shows."""
+
+    policy: str = ""
+    scenarios: set[str] = field(default_factory=set)
+    wasted_pct: int = 0  # the chart's bar: mean wasted retries per run against the largest policy's
+
+
+@dataclass
+class PolicyVerdict:
+    """The best policy's pass count against another's, and whether the gap is beyond the noise."""
+
+    best: PolicyTotals
+    other: PolicyTotals
+    beyond_noise: bool  # Newcombe's 95 % interval of the difference leaves out zero
+    same_scenarios: bool  # both ran the same scenarios, so their totals compare like with like
 
 
 @dataclass
@@ -188,51 +266,118 @@ class Matrix:
     policies: list[str]
     rows: list[MatrixRow]
     available: list[str]
+    totals: list[PolicyTotals] = field(default_factory=list)
+    verdicts: list[PolicyVerdict] = field(default_factory=list)
+    backends: dict[str, int] = field(default_factory=dict)  # counted runs per model backend
+    experiments: int = 0  # experiments the counted runs belong to
+    outside: int = 0  # counted runs of no experiment
+
+    @property
+    def runs(self) -> int:
+        return sum(self.backends.values())
 
 
-def policy_matrix(*, policies: list[str] | None = None, experiment_id: int | None = None) -> Matrix:
-    """Scenario × policy repair metrics over finished top-level runs, aggregated in SQL."""
+def matrix_runs(*, experiment_ids: Iterable[int] = (), model_backend: str = "") -> QuerySet[Run]:
+    """The runs the matrix counts: finished top-level runs of a scenario, narrowed to experiments and a
+    model backend when given. A run that was interrupted and re-run is counted once, as its re-run:
+    the interrupted one drops out as soon as its re-run is queued."""
     runs = Run.objects.filter(status=Run.Status.FINISHED, parent__isnull=True).exclude(scenario="")
-    if experiment_id:
-        runs = runs.filter(experiment_id=experiment_id)
-    cells = list(
-        runs.order_by()
-        .values("scenario", "policy_name")
+    runs = runs.exclude(Exists(Run.objects.filter(rerun_of=OuterRef("pk"))))
+    if experiment_ids:
+        runs = runs.filter(experiment_id__in=list(experiment_ids))
+    if model_backend:
+        runs = runs.filter(model_backend=model_backend)
+    return runs
+
+
+def policy_matrix(
+    *, policies: list[str] | None = None, experiment_ids: Iterable[int] = (), model_backend: str = ""
+) -> Matrix:
+    """Scenario × policy repair metrics with totals per policy, aggregated in one SQL query."""
+    groups = (
+        matrix_runs(experiment_ids=experiment_ids, model_backend=model_backend)
+        .order_by()
+        .alias(effective_verdict=EFFECTIVE_VERDICT)
+        .values("scenario", "policy_name", "model_backend", "experiment_id")
         .annotate(
             runs=Count("id"),
-            passes=Count("id", filter=Q(verdict=Run.Verdict.PASS)),
-            mean_tool_calls=Avg("tool_call_count"),
+            passes=Count("id", filter=Q(effective_verdict=Run.Verdict.PASS)),
+            overridden=Count("id", filter=Q(review__verdict_override__in=Run.Verdict.values)),
+            tool_calls=Sum("tool_call_count"),
+            retries=Sum("retry_count"),
             wasted_retries=Sum("wasted_retry_count"),
-            guard_stops=Count("id", filter=Q(stop_reason__in=GUARD_STOPS)),
+            guard_stops=Count("id", filter=Q(stop_reason=Run.StopReason.CONSECUTIVE_ERRORS)),
+            max_steps_stops=Count("id", filter=Q(stop_reason=Run.StopReason.MAX_STEPS)),
             crashes=Count("id", filter=Q(stop_reason=Run.StopReason.CRASHED)),
+            interrupted=Count("id", filter=Q(stop_reason=Run.StopReason.INTERRUPTED)),
             imported=Count("id", filter=~Q(source=Run.Source.AGENT)),
+            simulated=Count("id", filter=Q(model_backend=Run.ModelBackend.SIMULATED)),
+            tokens=Sum(F("input_tokens") + F("output_tokens")),
+            duration=Sum(
+                ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()),
+                filter=Q(started_at__isnull=False, finished_at__isnull=False),
+            ),
+            timed=Count("id", filter=Q(started_at__isnull=False, finished_at__isnull=False)),
         )
     )
-    available = sorted({c["policy_name"] for c in cells})
-    columns = [p for p in (policies or available) if p in available] or available
-    by_key = {
-        (c["scenario"], c["policy_name"]): MatrixCell(
-            scenario=c["scenario"],
-            policy=c["policy_name"],
-            runs=c["runs"],
-            passes=c["passes"],
-            mean_tool_calls=round(c["mean_tool_calls"] or 0, 1),
-            wasted_retries=c["wasted_retries"] or 0,
-            guard_stops=c["guard_stops"],
-            crashes=c["crashes"],
-            imported=c["imported"],
+    cells: dict[tuple[str, str], MatrixCell] = {}
+    matrix = Matrix(policies=[], rows=[], available=[])
+    experiments = set()
+    for g in groups:
+        tally = Tally(
+            **{name: g[name] or 0 for name in TALLY_FIELDS if name not in ("duration_s",)},
+            duration_s=g["duration"].total_seconds() if g["duration"] else 0.0,
         )
-        for c in cells
-        if c["policy_name"] in columns
-    }
-    top_calls = max((c.mean_tool_calls for c in by_key.values()), default=0) or 1
-    top_wasted = max((c.wasted_retries for c in by_key.values()), default=0) or 1
-    for cell in by_key.values():
+        key = (g["scenario"], g["policy_name"])
+        cells.setdefault(key, MatrixCell(scenario=key[0], policy=key[1])).add(tally)
+        matrix.backends[g["model_backend"]] = matrix.backends.get(g["model_backend"], 0) + g["runs"]
+        if g["experiment_id"] is None:
+            matrix.outside += g["runs"]
+        else:
+            experiments.add(g["experiment_id"])
+    matrix.experiments = len(experiments)
+    matrix.available = sorted({policy for _, policy in cells})
+    matrix.policies = [p for p in (policies or matrix.available) if p in matrix.available] or matrix.available
+    shown = {key: cell for key, cell in cells.items() if key[1] in matrix.policies}
+    top_calls = max((c.mean_tool_calls for c in shown.values()), default=0) or 1
+    top_wasted = max((c.wasted_retries for c in shown.values()), default=0) or 1
+    for cell in shown.values():
         cell.tool_calls_pct = round(100 * cell.mean_tool_calls / top_calls)
         cell.wasted_pct = round(100 * cell.wasted_retries / top_wasted)
-    scenarios = sorted({c["scenario"] for c in cells})
-    rows = [MatrixRow(s, [by_key.get((s, p)) for p in columns]) for s in scenarios]
-    return Matrix(policies=columns, rows=rows, available=available)
+    scenarios = sorted({scenario for scenario, _ in shown})
+    matrix.rows = [MatrixRow(s, [shown.get((s, p)) for p in matrix.policies]) for s in scenarios]
+    matrix.totals = policy_totals(shown.values(), policies=matrix.policies)
+    matrix.verdicts = policy_verdicts(matrix.totals)
+    return matrix
+
+
+def policy_totals(cells: Iterable[MatrixCell], *, policies: list[str]) -> list[PolicyTotals]:
+    """Each policy's cells summed, in column order."""
+    totals = {p: PolicyTotals(policy=p) for p in policies}
+    for cell in cells:
+        totals[cell.policy].add(cell)
+        totals[cell.policy].scenarios.add(cell.scenario)
+    top_wasted = max((t.mean_wasted_retries for t in totals.values()), default=0) or 1
+    for total in totals.values():
+        total.wasted_pct = round(100 * total.mean_wasted_retries / top_wasted)
+    return list(totals.values())
+
+
+def policy_verdicts(totals: list[PolicyTotals]) -> list[PolicyVerdict]:
+    """The best policy (highest pass rate, then fewest wasted retries per run) against each other one."""
+    ranked = sorted((t for t in totals if t.runs), key=lambda t: (-t.passes / t.runs, t.mean_wasted_retries, t.policy))
+    if len(ranked) < 2:
+        return []
+    best = ranked[0]
+    return [
+        PolicyVerdict(
+            best=best,
+            other=other,
+            beyond_noise=beyond_noise((best.passes, best.runs), (other.passes, other.runs)),
+            same_scenarios=best.scenarios == other.scenarios,
+        )
+        for other in ranked[1:]
+    ]
 
 
 def policy_variant_list() -> list[PolicyVariant]:
@@ -346,6 +491,12 @@ def experiment_recent(*, limit: int = 10) -> list[Experiment]:
     return list(Experiment.objects.order_by("-created_at")[:limit])
 
 
+def experiment_choices(*, selected: Iterable[int] = (), limit: int = 20) -> list[Experiment]:
+    """The matrix's experiment picker: the ``limit`` newest experiments and any selected older one."""
+    recent = Experiment.objects.order_by("-created_at", "-id").values("id")[:limit]
+    return list(Experiment.objects.filter(Q(id__in=recent) | Q(id__in=list(selected))).order_by("-created_at", "-id"))
+
+
 def experiment_runs(*, experiment: Experiment) -> list[Run]:
     return list(experiment.runs.filter(parent__isnull=True).defer(*HEAVY_FIELDS).order_by("id"))
 
@@ -384,8 +535,9 @@ def experiment_progress(*, runs: list[Run], now: datetime | None = None) -> Expe
     )
 
 
-def experiment_pairs(*, runs: list[Run], policies: list[str]) -> list[tuple[Run, Run]]:
-    """Compare pairs: for each scenario and repeat, the first policy's run against each other policy's.
+def experiment_pairs(*, runs: list[Run], policies: list[str], first_repeat: bool = False) -> list[tuple[Run, Run]]:
+    """Compare pairs: for each scenario and repeat, the first policy's run against each other policy's;
+    with ``first_repeat``, only each scenario's first repeat (one link per scenario and other policy).
 
     A run that was interrupted and re-run is stood in for by its re-run.
     """
@@ -399,7 +551,9 @@ def experiment_pairs(*, runs: list[Run], policies: list[str]) -> list[tuple[Run,
         seen[(run.scenario, run.policy_name)] += 1
         groups[(run.scenario, repeat)][run.policy_name] = run
     pairs = []
-    for group in groups.values():
+    for (_, repeat), group in groups.items():
+        if first_repeat and repeat:
+            continue
         present = [group[p] for p in policies if p in group]
         pairs.extend((present[0], other) for other in present[1:])
     return pairs

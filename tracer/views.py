@@ -97,12 +97,16 @@ def compare(request: HttpRequest) -> HttpResponse:
 
 def _policies_context(request: HttpRequest) -> dict:
     matrix_form = MatrixFilterForm(request.GET)
-    experiment = matrix_form.experiment_id()
-    matrix = selectors.policy_matrix(policies=request.GET.getlist("policy"), experiment_id=experiment)
+    narrowing = matrix_form.filters()
+    experiments = selectors.experiment_choices(selected=narrowing["experiment_ids"])
+    chosen = narrowing["experiment_ids"]
     return {
-        "matrix": matrix,
+        "matrix": selectors.policy_matrix(policies=request.GET.getlist("policy"), **narrowing),
         "matrix_form": matrix_form,
-        "experiment_id": experiment,
+        "narrowing": narrowing,
+        "experiments": experiments,
+        "missing_experiments": sorted(set(chosen) - {e.pk for e in experiments}),
+        "experiment_id": chosen[0] if len(chosen) == 1 else None,  # the cells' links narrow the runs list to it
         "variants": selectors.policy_variant_list(),
     }
 
@@ -113,8 +117,8 @@ def policies(request: HttpRequest) -> HttpResponse:
     if request.htmx.target == "policy-list":
         return render(request, "tracer/policies.html#policy-list", {"variants": selectors.policy_variant_list()})
     context = _policies_context(request) | {"form": PolicyVariantForm()}
-    if request.htmx.target == "policy-matrix":
-        return render(request, "tracer/policies.html#policy-matrix", context)
+    if request.htmx.target == "policy-matrix":  # new columns: the summary above follows out of band
+        return render(request, "tracer/policies.html#policy-matrix", context | {"oob": True})
     return render(request, "tracer/policies.html", context)
 
 
@@ -232,7 +236,8 @@ def experiment(request: HttpRequest, pk: int) -> HttpResponse:
         "experiment": exp,
         "runs": runs,
         "progress": selectors.experiment_progress(runs=runs),
-        "pairs": selectors.experiment_pairs(runs=runs, policies=exp.policies),
+        "pairs": selectors.experiment_pairs(runs=runs, policies=exp.policies, first_repeat=True),
+        "matrix": selectors.policy_matrix(policies=exp.policies, experiment_ids=[exp.pk]),
     }
     if request.htmx:
         return render(request, "tracer/experiment.html#experiment-progress", context)

@@ -134,7 +134,7 @@ def test_policy_matrix_keeps_only_chosen_known_columns_and_an_experiment():
     refund_too_old_structured()
     assert selectors.policy_matrix(policies=["structured", "nope"]).policies == ["structured"]
     assert selectors.policy_matrix(policies=["nope"]).policies == ["starter", "structured"]
-    assert selectors.policy_matrix(experiment_id=exp.pk).policies == ["starter"]
+    assert selectors.policy_matrix(experiment_ids=[exp.pk]).policies == ["starter"]
 
 
 def test_stop_queue_and_counts_follow_reviews():

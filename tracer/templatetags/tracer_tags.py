@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from django import template
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
@@ -74,3 +74,79 @@ def inline_json(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+# The policy chart's geometry (SVG user units): a name column, the pass-rate panel, its figures, and
+# the wasted-retries panel with its figure.
+CHART_ROW, CHART_TOP = 30, 26
+CHART_NAME_END, CHART_PASS_X, CHART_PASS_W, CHART_PASS_TEXT = 150, 160, 260, 428
+CHART_WASTED_X, CHART_WASTED_W, CHART_WASTED_TEXT, CHART_WIDTH = 600, 110, 716, 790
+
+
+@register.simple_tag
+def policy_chart(totals: list[Any]) -> str:
+    """An inline SVG of each policy's pass rate (with its 95 % interval as a whisker) and its wasted
+    retries per run, each bar's figures in its text and its row's accessible name. No script, no style
+    attribute: the page's CSP allows neither, so colours come from app.css classes."""
+    shown = [t for t in totals if t.runs]
+    height = CHART_TOP + CHART_ROW * len(shown) + 4
+    rows = []
+    for i, t in enumerate(shown):
+        y = CHART_TOP + CHART_ROW * i
+        mid = y + 10
+        interval = t.pass_interval
+        label = (
+            f"{t.policy}: passed {t.passes} of {t.runs} runs ({t.pass_pct} %, 95 % interval "
+            f"{interval.low_pct}–{interval.high_pct} %); {t.mean_wasted_retries} wasted retries per run "
+            f"({t.wasted_retries} in all)"
+        )
+        rows.append(
+            format_html(
+                '<g class="row" role="img" aria-label="{label}">'
+                '<text class="name" x="{name_end}" y="{text_y}">{policy}</text>'
+                '<rect class="track" x="{px}" y="{y}" width="{pw}" height="20"/>'
+                '<rect class="pass" x="{px}" y="{y}" width="{pass_w}" height="20"/>'
+                '<line class="interval" x1="{lo}" x2="{hi}" y1="{mid}" y2="{mid}"/>'
+                '<line class="interval" x1="{lo}" x2="{lo}" y1="{tick_top}" y2="{tick_bottom}"/>'
+                '<line class="interval" x1="{hi}" x2="{hi}" y1="{tick_top}" y2="{tick_bottom}"/>'
+                '<text class="figure" x="{pt}" y="{text_y}">{pct} % · {passes}/{runs} ({low}–{high} %)</text>'
+                '<rect class="track" x="{wx}" y="{y}" width="{ww}" height="20"/>'
+                '<rect class="wasted" x="{wx}" y="{y}" width="{wasted_w}" height="20"/>'
+                '<text class="figure" x="{wt}" y="{text_y}">{wasted}/run</text>'
+                "</g>",
+                label=label,
+                name_end=CHART_NAME_END,
+                text_y=y + 15,
+                policy=t.policy,
+                px=CHART_PASS_X,
+                pw=CHART_PASS_W,
+                y=y,
+                pass_w=round(CHART_PASS_W * t.passes / t.runs, 1),
+                lo=round(CHART_PASS_X + CHART_PASS_W * interval.low, 1),
+                hi=round(CHART_PASS_X + CHART_PASS_W * interval.high, 1),
+                mid=mid,
+                tick_top=mid - 5,
+                tick_bottom=mid + 5,
+                pt=CHART_PASS_TEXT,
+                pct=t.pass_pct,
+                passes=t.passes,
+                runs=t.runs,
+                low=interval.low_pct,
+                high=interval.high_pct,
+                wx=CHART_WASTED_X,
+                ww=CHART_WASTED_W,
+                wasted_w=round(CHART_WASTED_W * t.wasted_pct / 100, 1),
+                wt=CHART_WASTED_TEXT,
+                wasted=t.mean_wasted_retries,
+            )
+        )
+    return format_html(
+        '<svg class="policy-chart" viewBox="0 0 {w} {h}" role="group" aria-label="{title}">'
+        '<text class="axis" x="{px}" y="14">pass rate, 95 % interval</text>'
+        '<text class="axis" x="{wx}" y="14">wasted retries per run</text>{rows}</svg>',
+        w=CHART_WIDTH,
+        h=height,
+        title="Pass rate and wasted retries per policy",
+        px=CHART_PASS_X,
+        wx=CHART_WASTED_X,
+        rows=format_html_join("", "{}", ((row,) for row in rows)),
+    )
