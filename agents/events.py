@@ -52,6 +52,35 @@ ATTEMPT_FIELDS = tuple(f.name for f in fields(Attempt))
 
 
 @dataclass
+class ModelAttempt:
+    """One HTTP attempt of one model call: the harness retries the Messages API itself (``agents.llm.base``)."""
+
+    number: int  # 1-based
+    status: int | None = None  # the HTTP status; None when no response came (no answer in time, no connection)
+    request_id: str | None = None  # the API's ``request-id`` header
+    error: str | None = None  # what went wrong, for a person ("overloaded (529)"); None when it answered
+    error_type: str | None = None  # the API's error type (``overloaded_error``), or ``timeout`` / ``connection``
+    retry_after_s: float | None = None  # the wait the API asked for (``retry-after``), before any cap
+    wait_s: float = 0.0  # waited before this attempt (0 for the first)
+    latency_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in MODEL_ATTEMPT_FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelAttempt:
+        return cls(**_known_fields(cls, data))
+
+
+MODEL_ATTEMPT_FIELDS = tuple(f.name for f in fields(ModelAttempt))
+
+
+def model_retries(attempts: list[ModelAttempt] | list[dict[str, Any]]) -> int:
+    """Retries of one model call: its attempts beyond the first."""
+    return max(len(attempts) - 1, 0)
+
+
+@dataclass
 class StepEvent:
     """One tool_use (with all its attempts) or the final answer."""
 
@@ -73,17 +102,21 @@ class StepEvent:
     # The Messages API's stop_reason for the model response that produced this step (end_turn,
     # tool_use, max_tokens, refusal…); None when the step came from elsewhere and did not say.
     api_stop_reason: str | None = None
+    # The attempts of the model call whose response produced this step (on its first step only).
+    model_attempts: list[ModelAttempt] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict, for JSON; shallow like ``Attempt.to_dict``."""
         data = {name: getattr(self, name) for name in STEP_FIELDS}
         data["attempts"] = [a.to_dict() for a in self.attempts]
+        data["model_attempts"] = [a.to_dict() for a in self.model_attempts]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepEvent:
         values = _known_fields(cls, data)
         values["attempts"] = [Attempt.from_dict(a) for a in data.get("attempts") or []]
+        values["model_attempts"] = [ModelAttempt.from_dict(a) for a in data.get("model_attempts") or []]
         return cls(**values)
 
 
@@ -125,6 +158,8 @@ class RunEnd:
     guard: str | None = None  # e.g. "3 tool errors in a row" when a guard stopped the run
     api_stop_reason: str | None = None  # the Messages API's stop_reason of the run's last model response
     transcript: list[dict[str, Any]] = field(default_factory=list)  # raw Messages API exchange
+    # The attempts of the model call that ended the run (it failed), when one did.
+    model_attempts: list[ModelAttempt] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,6 +169,7 @@ class RunEnd:
         values = _known_fields(cls, data)
         if isinstance(values.get("verdict"), dict):
             values["verdict"] = Verdict(**_known_fields(Verdict, values["verdict"]))
+        values["model_attempts"] = [ModelAttempt.from_dict(a) for a in values.get("model_attempts") or []]
         return cls(**values)
 
 

@@ -76,15 +76,30 @@ class RunResult:
 
 
 class Session:
-    """What a run shares with the sub-agents it starts: model backend, clock, randomness, recorder."""
+    """What a run shares with the sub-agents it starts: model backend, clock, randomness, recorder,
+    and when it must end: ``deadline`` (a ``time.monotonic()`` value) after ``time_limit_s``, which
+    bounds every model call (``agents.llm.base.ModelClient``); None: unbounded."""
 
-    def __init__(self, *, backend: ModelBackend, policy: Policy, recorder: Recorder, seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        backend: ModelBackend,
+        policy: Policy,
+        recorder: Recorder,
+        seed: int = 0,
+        deadline: float | None = None,
+        time_limit_s: float | None = None,
+    ) -> None:
         self.backend = backend
         self.policy = policy
         self.recorder = recorder
         self.clock = RealClock() if backend.real_time else VirtualClock()
         self.rng = random.Random(seed)
         self.children: list[RunResult] = []
+        self.time_limit_s = time_limit_s
+        if deadline is None and time_limit_s is not None:
+            deadline = time.monotonic() + time_limit_s
+        self.deadline = deadline
 
     def spawn(self, *, label: str, spec: AgentSpec, policy: Policy) -> RunResult:
         """Run a sub-agent as a child run, reported to ``recorder.child(label=...)``."""
@@ -173,6 +188,7 @@ class _Run:
         self.api_stop_reason: str | None = None  # of the last model response
 
     def record(self, step: StepEvent) -> None:
+        step.model_attempts = self.client.take_attempts()  # those of the call that produced it; [] after the first
         self.steps.append(step)
         self.recorder.step_recorded(step)
 
@@ -371,6 +387,20 @@ class _Run:
         self.record(step)
 
 
+def done_before(steps: list[StepEvent]) -> str:
+    """What a run had done when it stopped, for its crash reason: a side effect (a refund paid) stays
+    done whatever stopped the run after it."""
+    calls = [s for s in steps if s.kind == StepKind.TOOL_USE]
+    if not calls:
+        return "No tool had been called yet."
+    done = "; ".join(
+        f"step {s.index} {s.tool_name} {'failed' if s.is_error else 'succeeded'}"
+        + (f" after {len(s.attempts)} attempts" if len(s.attempts) > 1 else "")
+        for s in calls
+    )
+    return f"Done before it stopped: {done}."
+
+
 def run_agent(
     spec: AgentSpec,
     *,
@@ -397,16 +427,19 @@ def run_agent(
         tools=spec.toolbox.schemas(),
     )
     recorder.run_started(start)
-    run = _Run(spec, policy, session, recorder, backend.client_for(spec.persona))
+    run = _Run(spec, policy, session, recorder, backend.client_for(spec.persona, session=session))
     children_before = len(session.children)
     aborted: RunAborted | None = None
     try:
         end = run.drive()
     except RunAborted as exc:
         end, aborted = RunEnd(StopReason.CRASHED, error=str(exc)), exc
-    except Exception as exc:  # the fragile policy's exception, a model or replay failure
+    except ModelError as exc:  # the model API failed, retries included: said for a person, with what was done
+        end = RunEnd(StopReason.CRASHED, error=f"{exc}. {done_before(run.steps)}", model_attempts=exc.attempts)
+        aborted = RunAborted(end.error)
+    except Exception as exc:  # the fragile policy's exception, a replay failure
         end = RunEnd(StopReason.CRASHED, error=f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, (ModelError, ReplayMismatch)):
+        if isinstance(exc, ReplayMismatch):
             aborted = RunAborted(end.error)
     end.transcript = run.messages
     end.api_stop_reason = run.api_stop_reason

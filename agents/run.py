@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .events import ListRecorder, Recorder
-from .llm.base import ModelBackend
+from .llm.base import ModelBackend, ReplayBackend
 from .llm.registry import make_backend
 from .loop import AgentSpec, RunResult, Session, run_agent
 from .packs import Scenario
@@ -32,6 +32,8 @@ def run_scenario(
     record_to: str | Path | None = None,
     seed: int = 0,
     mcp_server: str = "stdio",
+    time_limit_s: float | None = None,
+    deadline: float | None = None,
 ) -> RunResult:
     """Run ``scenario`` under ``policy`` with the ``model`` backend, reporting to ``recorder`` as it goes.
 
@@ -42,12 +44,21 @@ def run_scenario(
     (``agents.mcp_client``): a subprocess over stdio, or with ``mcp_server="memory"`` the same server
     in this process over the SDK's memory streams. A scenario that cannot be served over MCP is a
     ``ValueError``.
+
+    ``time_limit_s`` bounds the run's model calls: none is given longer than what is left of it
+    (from ``deadline``, a ``time.monotonic()`` value, when given), and a call still failing then ends
+    the run ``crashed`` saying so. A replay runs with the seed its cassette was recorded with, so the
+    harness's backoff jitter comes out the same.
     """
     found = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
     chosen = policy if isinstance(policy, Policy) else get_policy(policy)
     backend = model if isinstance(model, ModelBackend) else make_backend(model, cassette=cassette, record_to=record_to)
     recorder = recorder if recorder is not None else ListRecorder()
-    session = Session(backend=backend, policy=chosen, recorder=recorder, seed=seed)
+    if isinstance(backend, ReplayBackend) and isinstance(backend.cassette.meta.get("seed"), int):
+        seed = backend.cassette.meta["seed"]
+    session = Session(
+        backend=backend, policy=chosen, recorder=recorder, seed=seed, deadline=deadline, time_limit_s=time_limit_s
+    )
     try:
         if chosen.tool_transport == ToolTransport.MCP:
             return _run_over_mcp(found, chosen, session, recorder, mcp_server)

@@ -70,7 +70,7 @@ from pydantic import (
 )
 
 from agents.errors import is_empty
-from agents.events import Attempt, RunEnd, RunStart, StepEvent, Verdict
+from agents.events import Attempt, ModelAttempt, RunEnd, RunStart, StepEvent, Verdict
 from agents.vocabulary import ErrorCategory, StepKind, StopReason
 
 from . import recording
@@ -242,6 +242,22 @@ class AttemptIn(_Schema):
         return Attempt.from_dict(self.model_dump(mode="json"))
 
 
+class ModelAttemptIn(_Schema):
+    """One HTTP attempt of the model call that made a step (``agents.events.ModelAttempt``)."""
+
+    number: Annotated[int, Field(ge=1, le=INT_MAX)]
+    status: Annotated[int, Field(ge=100, le=599)] | None = None  # None: no response came
+    request_id: Annotated[str, Field(max_length=200)] | None = None
+    error: Annotated[str, Field(max_length=1000)] | None = None
+    error_type: Annotated[str, Field(max_length=100)] | None = None
+    retry_after_s: Seconds | None = None
+    wait_s: Seconds = 0.0  # waited before this attempt
+    latency_ms: Seconds = 0.0
+
+    def to_model_attempt(self) -> ModelAttempt:
+        return ModelAttempt.from_dict(self.model_dump(mode="json"))
+
+
 class StepIn(_Schema):
     """One tool_use with its attempts, or the final answer (``agents.events.StepEvent``).
 
@@ -267,6 +283,7 @@ class StepIn(_Schema):
     input_tokens: Count = 0
     output_tokens: Count = 0
     text: Text = ""
+    model_attempts: list[ModelAttemptIn] = Field(default_factory=list)  # of the model call that made it
 
     def to_event(self, *, index: int) -> StepEvent:
         """The ``StepEvent`` the recorder writes, with omitted fields made from the attempts."""
@@ -317,6 +334,7 @@ class StepIn(_Schema):
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             text=self.text or None,
+            model_attempts=[a.to_model_attempt() for a in self.model_attempts],
         )
 
 
@@ -794,8 +812,10 @@ def _step_dict(step: StepEvent | Step) -> dict[str, Any]:
     """A step as the document writes it; the same for an event and the row it was written as."""
     if isinstance(step, Step):
         attempts = step.attempts or []
+        model_attempts = step.model_attempts or []
     else:
         attempts = [a.to_dict() for a in step.attempts]
+        model_attempts = [a.to_dict() for a in step.model_attempts]
     return recording._jsonable(
         {
             "index": step.index,
@@ -813,6 +833,7 @@ def _step_dict(step: StepEvent | Step) -> dict[str, Any]:
             "input_tokens": step.input_tokens,
             "output_tokens": step.output_tokens,
             "text": step.text or "",
+            **({"model_attempts": model_attempts} if model_attempts else {}),
         }
     )
 

@@ -34,7 +34,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from agents.events import RunEnd, RunStart, StepEvent
+from agents.events import RunEnd, RunStart, StepEvent, model_retries
 from agents.redaction import NotJSON
 
 from .models import Experiment, Run, Step
@@ -130,6 +130,7 @@ def _step_row(*, run: Run, step: StepEvent) -> Step:
         input_tokens=step.input_tokens,
         output_tokens=step.output_tokens,
         text=redact_text(step.text or ""),
+        model_attempts=_jsonable([a.to_dict() for a in step.model_attempts]),
     )
 
 
@@ -155,6 +156,7 @@ def _counter_values(steps: Sequence[StepEvent], *, rows: Sequence[Step] | None =
         "error_count": sum(1 for s in steps if s.is_error),
         "retry_count": sum(s.retry_count for s in steps),
         "wasted_retry_count": sum(_wasted_retries(s) for s in steps),
+        "model_retry_count": sum(model_retries(s.model_attempts) for s in steps),
         "input_tokens": sum(s.input_tokens for s in steps),
         "output_tokens": sum(s.output_tokens for s in steps),
         "search_text": "".join(text + "\n" for text in texts if text),
@@ -269,6 +271,7 @@ def _end_fields(*, end: RunEnd, finished_at: datetime | None) -> dict[str, Any]:
         "guard": redact_text(end.guard or "")[:200],
         "transcript": _jsonable(end.transcript or []),
         "finished_at": finished_at or timezone.now(),
+        "failed_model_call": _jsonable([a.to_dict() for a in end.model_attempts]),
     }
 
 
@@ -280,6 +283,8 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
     """
     fields = _end_fields(end=end, finished_at=finished_at)
     verdict, now = fields["verdict"], fields["finished_at"]
+    if end.model_attempts:  # the failed call's retries count with the steps' ones
+        fields["model_retry_count"] = F("model_retry_count") + model_retries(end.model_attempts)
     with transaction.atomic():
         updated = _writable(run_id=run.pk, claim_token=claim_token).update(**fields)
         if updated and run.experiment_id and run.parent_id is None:

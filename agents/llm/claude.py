@@ -17,7 +17,7 @@ DEFAULT_MODEL = "claude-haiku-4-5"
 class ClaudeBackend(ModelBackend):
     kind = ModelBackendName.CLAUDE
     real_time = True
-    sdk_retries = 2
+    model_retries = 2  # as many as the SDK's default
 
     def __init__(
         self,

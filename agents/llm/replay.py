@@ -3,10 +3,17 @@
 A replay answers each request with the next recorded response, after checking the request is the
 one that was recorded; when it is not, ``ReplayMismatch`` names the first field that differs.
 
-A cassette holds no secret: only request and response bodies are kept (never the headers, where the
-API key travels), and both are redacted (``agents.redaction``) before they are kept. A replay
-compares requests after redacting both sides, so a recorded request whose secrets became markers
-still matches the request a replayed run sends.
+Every response is kept, errors included: its status, its headers (``request-id``, ``retry-after``,
+``x-should-retry``: what decides a retry and its wait) and its body as it came, JSON or not; a request
+that got no response keeps the transport's failure (``error``: no answer in time, no connection), and
+a replay raises it again. ``ModelClient`` adds what it decided after a failed attempt (``then``: wait
+so long, or stop and why), which a replay follows, so a replay retries, waits and stops as the
+recorded run did (``agents.llm.base``).
+
+A cassette holds no secret: request headers (where the API key travels) are never kept, nor a
+response's ``set-cookie``; bodies and kept headers are redacted (``agents.redaction``) before they are
+kept. A replay compares requests after redacting both sides, so a recorded request whose secrets
+became markers still matches the request a replayed run sends.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ import httpx2
 from ..redaction import Redactor
 
 FORMAT = "repair-loop-tracer cassette"
-VERSION = 1
+VERSION = 2  # 1 kept only 200 responses' bodies; a version 1 cassette still replays
+# Response headers not kept: how the body travelled (the replay sends it decoded) and cookies.
+UNKEPT_HEADERS = {"content-encoding", "content-length", "transfer-encoding", "connection", "set-cookie"}
 
 
 class ReplayMismatch(ValueError):
@@ -72,10 +81,19 @@ class Cassette:
             raise ValueError(f"cassette {path} is not a {FORMAT}; expected a file written with --record")
         interactions = data.get("interactions")
         if not isinstance(interactions, list) or not all(
-            isinstance(i, dict) and isinstance(i.get("request"), dict) and isinstance(i.get("response"), dict)
+            isinstance(i, dict)
+            and isinstance(i.get("request"), dict)
+            and (
+                isinstance(i.get("response"), dict)
+                or isinstance(i.get("body_text"), str)
+                or isinstance(i.get("error"), dict)
+            )
             for i in interactions
         ):
-            raise ValueError(f"cassette {path}: interactions must be a list of {{request, response}} objects")
+            raise ValueError(
+                f"cassette {path}: interactions must be a list of objects with a request and a response "
+                "(or the body_text of one that was not JSON, or the error of a request that got none)"
+            )
         return cls(
             backend=str(data.get("backend", "unknown")),
             model=str(data.get("model", "")),
@@ -115,12 +133,14 @@ def _short(value: Any, limit: int = 120) -> str:
 
 
 class ReplayTransport(httpx2.BaseTransport):
-    """Serves a cassette's responses in order to whichever agent asks next."""
+    """Serves a cassette's responses in order to whichever agent asks next; ``last`` is the interaction
+    served last (``ModelClient`` reads what the recorded run decided after it)."""
 
     def __init__(self, cassette: Cassette, *, redactor: Redactor | None = None) -> None:
         self.cassette = cassette
         self.position = 0
         self.redact = redactor or Redactor.from_environ()
+        self.last: dict[str, Any] | None = None
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.read())
@@ -138,11 +158,29 @@ class ReplayTransport(httpx2.BaseTransport):
                 f"recorded {_short(was)}, this run sent {_short(now)}"
             )
         self.position += 1
-        return httpx2.Response(recorded.get("status", 200), json=recorded["response"])
+        self.last = recorded
+        failure = recorded.get("error")
+        if isinstance(failure, dict):
+            raise _transport_error(failure, request)
+        headers = recorded.get("headers") or {"content-type": "application/json"}
+        if "body_text" in recorded:
+            content = str(recorded["body_text"]).encode()
+        else:
+            content = json.dumps(recorded["response"]).encode()
+        return httpx2.Response(recorded.get("status", 200), headers=headers, content=content)
+
+
+def _transport_error(failure: dict[str, Any], request: httpx2.Request) -> httpx2.TransportError:
+    """The transport failure a cassette recorded (``ReadTimeout``, ``ConnectError``…), raised again."""
+    kind = getattr(httpx2, str(failure.get("type")), None)
+    if not (isinstance(kind, type) and issubclass(kind, httpx2.TransportError)):
+        kind = httpx2.TransportError
+    return kind(str(failure.get("message") or failure.get("type")), request=request)
 
 
 class RecordingTransport(httpx2.BaseTransport):
-    """Passes each request to ``inner`` and keeps the pair, redacted, in a cassette (no headers)."""
+    """Passes each request to ``inner`` and keeps it, redacted, in a cassette with what came back:
+    the response's status, headers and body as it came, or the transport's failure."""
 
     def __init__(self, inner: httpx2.BaseTransport, cassette: Cassette, *, redactor: Redactor | None = None) -> None:
         self.inner = inner
@@ -151,10 +189,20 @@ class RecordingTransport(httpx2.BaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.read())
-        response = self.inner.handle_request(request)
-        content = response.read()
-        if response.status_code != 200:
-            return httpx2.Response(response.status_code, headers={"content-type": "application/json"}, content=content)
-        reply = json.loads(content)
-        self.cassette.interactions.append({"request": self.redact(body), "response": self.redact(reply)})
-        return httpx2.Response(200, json=reply)
+        entry: dict[str, Any] = {"request": self.redact(body)}
+        try:
+            response = self.inner.handle_request(request)
+            content = response.read()
+        except httpx2.TransportError as exc:
+            entry["error"] = {"type": type(exc).__name__, "message": self.redact(str(exc))}
+            self.cassette.interactions.append(entry)
+            raise
+        headers = {k.lower(): v for k, v in response.headers.items() if k.lower() not in UNKEPT_HEADERS}
+        entry["status"] = response.status_code
+        entry["headers"] = self.redact(headers)
+        try:
+            entry["response"] = self.redact(json.loads(content))
+        except ValueError:
+            entry["body_text"] = self.redact(content.decode("utf-8", errors="replace"))
+        self.cassette.interactions.append(entry)
+        return httpx2.Response(response.status_code, headers=headers, content=content)
