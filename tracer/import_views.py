@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from . import access, ingest
 from .forms import CompareForm, ImportForm
 from .models import Experiment, Run
+from .views import fragments
 
 # The report lists at most this many documents per file (every refusal first); the counts are whole.
 REPORT_ITEMS_SHOWN = 200
@@ -26,6 +27,7 @@ def _report_rows(report: ingest.FileReport) -> list[ingest.ItemReport]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@fragments
 def import_runs(request: HttpRequest) -> HttpResponse:
     """The upload page: several files at once; a report per file and per document of what was
     imported and what was refused, with the path of each bad field."""

@@ -1,6 +1,8 @@
 """Dashboard pages. Function views: read with selectors, write with services, branch on ``request.htmx``.
 
-Every page works as a plain link; an htmx request gets only the fragment it targets.
+Every page works as a plain link; an htmx request gets only the fragment it targets. A view that
+answers a page and its fragments at one URL is ``@fragments``: its responses vary on the htmx
+headers, so the browser never shows a cached fragment as the page (the Back button after a filter).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from . import access, selectors, tokens
@@ -34,9 +37,15 @@ from .models import ApiToken, Run, StopReview
 RUNS_PER_PAGE = 50
 STOPS_PER_PAGE = 20
 
+# django-htmx's guidance for views that switch content on request.htmx: vary on the headers read.
+# A history restore (Back after hx-push-url) is asked without HX-Request (base.html's htmx-config:
+# historyRestoreAsHxRequest false) and so gets the whole page.
+fragments = vary_on_headers("HX-Request", "HX-Target")
+
 
 @login_required
 @require_GET
+@fragments
 def run_list(request: HttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET, **selectors.run_filter_values())
     form.is_valid()
@@ -68,6 +77,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@fragments
 def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
     """The live fragment: steps after ``?after=``, the run's status, and the next poller while active."""
     run = selectors.run_get(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
@@ -113,6 +123,7 @@ def _policies_context(request: HttpRequest) -> dict:
 
 @login_required
 @require_GET
+@fragments
 def policies(request: HttpRequest) -> HttpResponse:
     if request.htmx.target == "policy-list":
         return render(request, "tracer/policies.html#policy-list", {"variants": selectors.policy_variant_list()})
@@ -147,6 +158,7 @@ def policy_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@fragments
 def stops(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state") if request.GET.get("state") in selectors.STOP_FILTERS else "unreviewed"
     counts = selectors.stop_counts()
@@ -229,6 +241,7 @@ def launch(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@fragments
 def experiment(request: HttpRequest, pk: int) -> HttpResponse:
     exp = selectors.experiment_get(pk=pk)
     runs = selectors.experiment_runs(experiment=exp)
@@ -246,6 +259,7 @@ def experiment(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@fragments
 def api_tokens(request: HttpRequest) -> HttpResponse:
     """The user's API tokens, and the form for a new one when the user may add runs (docs/dashboard.md)."""
     context = {"tokens": tokens.token_list(user=request.user)}

@@ -45,7 +45,9 @@ def test_a_failing_page_shows_our_server_error_page_without_a_traceback_or_a_que
     assert "something broke" not in html and "Traceback" not in html
 
 
-def test_pages_load_their_css_js_and_htmx_from_collected_static_files_with_hashed_names(settings, tmp_path):
+@pytest.fixture
+def collected(settings, tmp_path):
+    """The static files collected as ``./rlt up`` collects them, with hashed names."""
     settings.STATIC_ROOT = tmp_path
     settings.STORAGES = {
         **settings.STORAGES,
@@ -53,6 +55,8 @@ def test_pages_load_their_css_js_and_htmx_from_collected_static_files_with_hashe
     }
     call_command("collectstatic", interactive=False, verbosity=0)
 
+
+def test_pages_load_their_css_js_and_htmx_from_collected_static_files_with_hashed_names(collected):
     client = Client()  # whitenoise reads STATIC_ROOT when the middleware is built
     doc = page(client.get("/login/"))
     urls = [link["href"] for link in doc.select("link[href]")] + [script["src"] for script in doc.select("script[src]")]
@@ -68,3 +72,17 @@ def test_pages_load_their_css_js_and_htmx_from_collected_static_files_with_hashe
         assert "immutable" in response["Cache-Control"], url
         b"".join(response.streaming_content)
         response.close()
+
+
+def test_every_page_links_a_favicon_that_whitenoise_serves_and_favicon_ico_leads_there(collected):
+    client = Client()
+    for doc in (page(client.get("/login/")), page(client.get("/no-such-page/"))):
+        [icon] = doc.select("link[rel=icon]")
+        assert re.fullmatch(r"/static/favicon\.[0-9a-f]{12}\.svg", icon["href"]), icon["href"]
+    response = client.get(icon["href"])
+    assert response.status_code == 200 and response["Content-Type"] == "image/svg+xml"
+    assert b"<svg" in b"".join(response.streaming_content)
+    response.close()
+    # /favicon.ico, which the admin's pages and tools ask for without reading the page, leads there too.
+    redirect = client.get("/favicon.ico")
+    assert redirect.status_code == 302 and redirect["Location"] == icon["href"]
