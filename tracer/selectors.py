@@ -336,6 +336,7 @@ def policy_matrix(
         else:
             experiments.add(g["experiment_id"])
     matrix.experiments = len(experiments)
+    matrix.backends = dict(sorted(matrix.backends.items()))
     matrix.available = sorted({policy for _, policy in cells})
     matrix.policies = [p for p in (policies or matrix.available) if p in matrix.available] or matrix.available
     shown = {key: cell for key, cell in cells.items() if key[1] in matrix.policies}
