@@ -126,6 +126,9 @@ class Run(models.Model):
 
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True)
+    # The Messages API's stop_reason of the run's last model response (end_turn, max_tokens, refusal…);
+    # blank when the run never got one or came from elsewhere without it.
+    api_stop_reason = models.CharField(max_length=40, blank=True)
     guard = models.CharField(max_length=200, blank=True)  # which guard stopped it, e.g. "3 tool errors in a row"
     verdict = models.CharField(max_length=4, choices=Verdict.choices, blank=True)  # blank: unknown
     verdict_reason = models.TextField(blank=True)
@@ -275,6 +278,7 @@ class Step(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     text = models.TextField(blank=True)  # final answer, or assistant text with the tool_use
+    api_stop_reason = models.CharField(max_length=40, blank=True)  # of the model response that produced it
     # The attempts of the model call whose response produced this step (agents.events.ModelAttempt each).
     model_attempts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -116,7 +116,7 @@ def _step_row(*, run: Run, step: StepEvent) -> Step:
     return Step(
         run=run,
         index=step.index,
-        kind=Step.Kind.TOOL_USE if step.kind == Step.Kind.TOOL_USE else Step.Kind.FINAL_ANSWER,
+        kind=step.kind if step.kind in Step.Kind.values else Step.Kind.FINAL_ANSWER,
         tool_name=redact_text(step.tool_name or ""),
         tool_use_id=redact_text(step.tool_use_id or ""),
         input=_jsonable(step.input),
@@ -130,6 +130,7 @@ def _step_row(*, run: Run, step: StepEvent) -> Step:
         input_tokens=step.input_tokens,
         output_tokens=step.output_tokens,
         text=redact_text(step.text or ""),
+        api_stop_reason=(step.api_stop_reason or "")[:40],
         model_attempts=_jsonable([a.to_dict() for a in step.model_attempts]),
     )
 
@@ -269,6 +270,7 @@ def _end_fields(*, end: RunEnd, finished_at: datetime | None) -> dict[str, Any]:
         "verdict_reason": verdict_reason,
         "error": redact_text(end.error or ""),
         "guard": redact_text(end.guard or "")[:200],
+        "api_stop_reason": (end.api_stop_reason or "")[:40],
         "transcript": _jsonable(end.transcript or []),
         "finished_at": finished_at or timezone.now(),
         "failed_model_call": _jsonable([a.to_dict() for a in end.model_attempts]),
@@ -479,7 +481,7 @@ class DbRecorder:
             self.observer.run_started(start)
 
     def step_recorded(self, step: StepEvent) -> None:
-        if step.kind == Step.Kind.FINAL_ANSWER:
+        if step.kind != Step.Kind.TOOL_USE:  # the run's last step: a final answer, or the turn that ended it
             self._hold()
         tried = False
 

@@ -113,7 +113,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
     t = start_ns
     for step in steps:
         chat_end = t + CHAT_NS
-        final = step.kind == Step.Kind.FINAL_ANSWER
+        final = step.kind != Step.Kind.TOOL_USE  # a final answer, or a model turn that ended the run unexecuted
         if final:
             parts = [{"type": "text", "content": step.text}]
         else:
@@ -125,7 +125,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             parent=root_id,
             start=t,
             end=chat_end,
-            attrs=_chat_attrs(run, step, parts, "end_turn" if final else "tool_use"),
+            attrs=_chat_attrs(run, step, parts, step.api_stop_reason or ("end_turn" if final else "tool_use")),
         )
         t = chat_end
         if final:

@@ -1,0 +1,79 @@
+"""The Messages API's stop_reason as the dashboard keeps and shows it: claude runs executed against the
+fake API (tests/fake_messages_api.py) through the worker's path, ``run_execute``."""
+
+import pytest
+from django.urls import reverse
+
+from tests.dom import page
+from tests.fake_messages_api import refusal, truncated_text, truncated_tool_use
+from tracer.execution import run_execute
+from tracer.experiments import run_create
+from tracer.models import Run, Step
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _key_in_settings(fake_api, settings):
+    """The settings read ANTHROPIC_API_KEY when they load, before the fake API set it."""
+    settings.ANTHROPIC_API_KEY = fake_api.key
+
+
+def claude_run(starter) -> Run:
+    run = run_create(scenario="refund-too-old", policy=starter, model_backend="claude")
+    return run_execute(run_id=run.pk, worker_name="celery@here")
+
+
+def test_a_cut_off_tool_use_is_stored_unexecuted_and_the_run_ends_max_tokens(fake_api, starter, admin_client):
+    fake_api.script(truncated_tool_use("process_refund", said="Refunding <b>now</b>."))
+    run = claude_run(starter)
+    assert (run.stop_reason, run.api_stop_reason) == ("max_tokens", "max_tokens")
+    assert run.final_answer == "" and run.tool_call_count == 0 and run.input_tokens > 0
+    step = Step.objects.get(run=run)
+    assert (step.kind, step.api_stop_reason, step.tool_name, step.attempts) == (
+        "model_stop",
+        "max_tokens",
+        "process_refund",
+        [],
+    )
+    doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
+    banner = doc.one(".banner").text
+    assert "Stopped: Max Tokens" in banner and "API stop_reason: max_tokens" in banner
+    assert "which was not executed" in banner
+    shown = doc.one("#step-1").text
+    assert "Model stopped" in shown and "not executed" in shown and "Refunding <b>now</b>." in shown  # escaped
+
+
+def test_a_refusal_is_stored_and_shown_as_a_refusal(fake_api, starter, admin_client):
+    fake_api.script(refusal("No."))
+    run = claude_run(starter)
+    assert (run.stop_reason, run.api_stop_reason, run.final_answer) == ("refusal", "refusal", "")
+    doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
+    assert "Stopped: Refusal" in doc.one(".banner").text
+    assert "the model declined to go on" in doc.one("#step-1").text
+
+
+def test_an_ordinary_claude_run_keeps_each_steps_api_stop_reason(fake_api, starter):
+    run = claude_run(starter)
+    assert run.stop_reason == "final_answer" and run.api_stop_reason == "end_turn"
+    assert list(Step.objects.filter(run=run).values_list("kind", "api_stop_reason")) == [
+        ("tool_use", "tool_use"),
+        ("final_answer", "end_turn"),
+    ]
+
+
+def test_the_run_list_filters_by_the_new_stop_reasons(fake_api, starter, admin_client):
+    fake_api.script(truncated_text(), refusal())
+    cut, refused = claude_run(starter), claude_run(starter)
+    answered = claude_run(starter)
+
+    def listed(stop_reason):
+        doc = page(admin_client.get(reverse("tracer:runs"), {"stop_reason": stop_reason}))
+        return {href for href in doc.one("#run-rows").hrefs if href.startswith("/runs/")}
+
+    assert listed("max_tokens") == {reverse("tracer:run", args=[cut.pk])}
+    assert listed("refusal") == {reverse("tracer:run", args=[refused.pk])}
+    assert reverse("tracer:run", args=[answered.pk]) in listed("final_answer")
+    badges = page(admin_client.get(reverse("tracer:runs"))).texts("#run-rows .stop")
+    assert {"Max Tokens", "Refusal", "Final Answer"} <= set(badges)
+
