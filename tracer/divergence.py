@@ -310,6 +310,11 @@ def _split_in(rows: list[StepRow], index: int, stops: Mapping[str, str]) -> Spli
     return None
 
 
+def _with_detail(outcome: Outcome) -> str:
+    detail = outcome.detail or (outcome.key[-1] if not outcome.ok else "")
+    return f"{outcome.label} ({detail})" if detail else outcome.label
+
+
 def _find_cause(rows: list[StepRow], split: Split) -> Cause | None:
     """The nearest attempt before the split whose outcomes differ between the runs."""
     for index in range(split.row, -1, -1):
@@ -320,7 +325,10 @@ def _find_cause(rows: list[StepRow], split: Split) -> Cause | None:
         for attempt in reversed(attempts):
             if attempt.differs:
                 tool = (row.left or row.right or {}).get("tool_name") or ""
-                return Cause(index, attempt.number, tool, attempt.left_outcome.label, attempt.right_outcome.label)
+                left, right = attempt.left_outcome, attempt.right_outcome
+                if left.label == right.label:  # alike but for what the error said: say it
+                    return Cause(index, attempt.number, tool, _with_detail(left), _with_detail(right))
+                return Cause(index, attempt.number, tool, left.label, right.label)
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from copy import copy
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,17 @@ from django.db.models.functions import Coalesce, NullIf, RowNumber
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from .divergence import Difference, Divergence, attempt_outcome, canonical, run_differences, run_divergence
+from .divergence import (
+    Difference,
+    Divergence,
+    SettingRow,
+    attempt_outcome,
+    canonical,
+    run_differences,
+    run_divergence,
+    settings_compare,
+    settings_snapshot,
+)
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
 from .stats import Interval, beyond_noise, wilson_interval
 
@@ -101,18 +112,92 @@ def run_children(*, run: Run) -> list[Run]:
 
 
 def run_other_policies(*, run: Run) -> list[Run]:
-    """The latest run of the same scenario under each other policy."""
-    if not run.scenario:
-        return []
-    latest = (
-        Run.objects.filter(scenario=run.scenario, parent__isnull=True)
-        .exclude(policy_name=run.policy_name)
-        .order_by()
-        .values("policy_name")
-        .annotate(latest=Max("id"))
-        .values_list("latest", flat=True)
+    """The same scenario under each other policy (``run_policy_peers``), by policy name."""
+    return run_policy_peers(runs=[run])[run.pk]
+
+
+# How a peer was found, best first: its ``pairing`` attribute.
+PAIRINGS = ("same experiment and repeat", "same experiment", "newest run")
+
+
+def _experiment_repeats(rows: list[dict]) -> dict[int, tuple]:
+    """Each experiment run's place, ``(experiment, scenario, policy, repeat)``: the originals of one
+    scenario and policy count repeats in the order they were created; a re-run takes the repeat of the
+    run it re-runs (``rerun_of``), however late it was made."""
+    by_id = {row["id"]: row for row in rows}
+    counted: dict[tuple, int] = defaultdict(int)
+    place: dict[int, tuple] = {}
+    for row in sorted(rows, key=lambda r: r["id"]):
+        root, hops = row, 0
+        while root["rerun_of_id"] in by_id and hops < len(rows):
+            root, hops = by_id[root["rerun_of_id"]], hops + 1
+        if root is row:
+            group = (row["experiment_id"], row["scenario"], row["policy_name"])
+            place[row["id"]] = (*group, counted[group])
+            counted[group] += 1
+        else:
+            place[row["id"]] = place[root["id"]]
+    return place
+
+
+def run_policy_peers(*, runs: list[Run], finished: bool = False) -> dict[int, list[Run]]:
+    """For each run, one run of its scenario under each other policy, ordered by policy name, each with
+    a ``pairing`` (``PAIRINGS``): from the run's own experiment and repeat when there is one (the newest
+    re-run standing in for a run that was re-run), else from its experiment, else the newest anywhere.
+    ``finished``: only runs that have ended. Three queries, whatever the number of runs."""
+    scenarios = {r.scenario for r in runs if r.scenario}
+    out: dict[int, list[Run]] = {r.pk: [] for r in runs}
+    if not scenarios:
+        return out
+    top = Run.objects.filter(scenario__in=scenarios, parent__isnull=True).order_by()
+    experiments = {r.experiment_id for r in runs if r.experiment_id}
+    mates = list(
+        top.filter(experiment_id__in=experiments).values(
+            "id", "experiment_id", "scenario", "policy_name", "rerun_of_id", "status"
+        )
+        if experiments
+        else []
     )
-    return list(Run.objects.defer(*HEAVY_FIELDS).filter(id__in=list(latest)).order_by("policy_name"))
+    place = _experiment_repeats(mates)
+    status = {row["id"]: row["status"] for row in mates}
+    newest_in_place: dict[tuple, int] = {}
+    for pk, key in place.items():  # the newest re-run stands in for its repeat
+        newest_in_place[key] = max(pk, newest_in_place.get(key, 0))
+    if finished:
+        newest_in_place = {k: pk for k, pk in newest_in_place.items() if status[pk] == Run.Status.FINISHED}
+    newest_in_experiment: dict[tuple, int] = {}
+    for (experiment, scenario, policy, _), pk in newest_in_place.items():
+        key = (experiment, scenario, policy)
+        newest_in_experiment[key] = max(pk, newest_in_experiment.get(key, 0))
+    anywhere = top.filter(status=Run.Status.FINISHED) if finished else top
+    newest: dict[tuple, int] = {
+        (scenario, policy): pk
+        for scenario, policy, pk in anywhere.values("scenario", "policy_name")
+        .annotate(latest=Max("id"))
+        .values_list("scenario", "policy_name", "latest")
+    }
+    chosen: dict[int, list[tuple[str, int, str]]] = {}
+    for run in runs:
+        mine = place.get(run.pk) or (run.experiment_id, run.scenario, run.policy_name, 0)
+        picks = []
+        for scenario, policy in newest:
+            if scenario != run.scenario or policy == run.policy_name:
+                continue
+            if (found := newest_in_place.get((run.experiment_id, scenario, policy, mine[3]))) is not None:
+                picks.append((policy, found, PAIRINGS[0]))
+            elif (found := newest_in_experiment.get((run.experiment_id, scenario, policy))) is not None:
+                picks.append((policy, found, PAIRINGS[1]))
+            else:
+                picks.append((policy, newest[(scenario, policy)], PAIRINGS[2]))
+        chosen[run.pk] = sorted(picks)
+    wanted = {pk for picks in chosen.values() for _, pk, _ in picks}
+    fetched = {r.pk: r for r in Run.objects.defer(*HEAVY_FIELDS).filter(id__in=wanted)} if wanted else {}
+    for run_pk, picks in chosen.items():
+        for _, pk, pairing in picks:
+            peer = copy(fetched[pk])
+            peer.pairing = pairing
+            out[run_pk].append(peer)
+    return out
 
 
 def index_or_zero(value: Any) -> int:
@@ -152,10 +237,21 @@ class Comparison:
     b: Run
     divergence: Divergence
     differences: list[Difference]
+    settings: list[SettingRow]  # the two policies' settings side by side
+    settings_known: tuple[bool, bool]  # run A's, run B's: False when a run carries only its policy's name
 
     @property
     def same_scenario(self) -> bool:
         return self.a.scenario == self.b.scenario
+
+    @property
+    def unknown_settings(self) -> list[tuple[str, Run]]:
+        """("A" or "B", the run) for each run whose policy settings are not known."""
+        return [
+            (side, run)
+            for side, run, known in zip("AB", (self.a, self.b), self.settings_known, strict=True)
+            if not known
+        ]
 
 
 def run_compare(*, a_id: int, b_id: int) -> Comparison:
@@ -165,8 +261,24 @@ def run_compare(*, a_id: int, b_id: int) -> Comparison:
     steps: dict[int, list[dict]] = defaultdict(list)
     for row in Step.objects.filter(run_id__in=[a_id, b_id]).order_by("run_id", "index").values("run_id", *STEP_FIELDS):
         steps[row["run_id"]].append(row)
-    divergence = run_divergence(steps[a_id], steps[b_id], left_policy=a.policy_settings, right_policy=b.policy_settings)
-    return Comparison(a=a, b=b, divergence=divergence, differences=run_differences(a, b))
+    left, right = (settings_snapshot(r.policy_settings, complete=not r.is_imported) for r in (a, b))
+    divergence = run_divergence(
+        steps[a_id],
+        steps[b_id],
+        left_policy=left,
+        right_policy=right,
+        left_stop=a.stop_reason,
+        right_stop=b.stop_reason,
+        comparable=a.scenario == b.scenario,
+    )
+    return Comparison(
+        a=a,
+        b=b,
+        divergence=divergence,
+        differences=run_differences(a, b),
+        settings=settings_compare(left, right),
+        settings_known=(bool(left), bool(right)),
+    )
 
 
 # --- policies --------------------------------------------------------------------------------
@@ -461,21 +573,10 @@ def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     )
     for step in last_steps:
         tail[step.run_id].append(step)
-    others: dict[str, list[Run]] = defaultdict(list)
-    latest_ids = (
-        Run.objects.filter(
-            scenario__in={r.scenario for r in runs if r.scenario}, parent__isnull=True, status=Run.Status.FINISHED
-        )
-        .order_by()
-        .values("scenario", "policy_name")
-        .annotate(latest=Max("id"))
-        .values_list("latest", flat=True)
-    )
-    for other in Run.objects.defer(*HEAVY_FIELDS).filter(id__in=list(latest_ids)).order_by("policy_name"):
-        others[other.scenario].append(other)
+    peers = run_policy_peers(runs=runs, finished=True)
     cases = []
     for run in runs:
-        other = next((o for o in others[run.scenario] if o.policy_name != run.policy_name), None)
+        other = min(peers[run.pk], key=lambda peer: PAIRINGS.index(peer.pairing), default=None)
         review = getattr(run, "review", None)  # reverse one-to-one: absent raises AttributeError
         cases.append(StopCase(run=run, errors=tripping_errors(tail[run.pk]), other=other, review=review))
     return cases

@@ -530,3 +530,13 @@ def test_a_long_stretch_the_same_in_both_runs_keeps_its_ends():
         (1, ""),
         (1, ""),
     ]
+
+
+def test_outcomes_alike_but_for_the_message_name_each_message():
+    a = rows(tool_step(1, [failed_attempt(1, category="validation", message="bad date")], tool="t"), final_step(2, "a"))
+    b = rows(tool_step(1, [failed_attempt(1, category="validation", message="no room")], tool="t"), final_step(2, "b"))
+    result = run_divergence(a, b, left_policy=STRUCTURED, right_policy=STRUCTURED)
+    assert (result.cause.left, result.cause.right) == (
+        "validation · not retryable (bad date)",
+        "validation · not retryable (no room)",
+    )
