@@ -82,11 +82,14 @@ class CompareForm(forms.Form):
     b = IdField(label="run B")
 
     def __init__(self, data: Any, *args: Any, **kwargs: Any) -> None:
-        """Accepts ``?a=&b=`` or the run list's two ticked ``run`` boxes (the older run, lower id, is A)."""
-        picked = sorted(data.getlist("run"), key=lambda pk: pk.zfill(20))
-        if "a" not in data and len(picked) == 2:
+        """Accepts ``?a=&b=`` or the run list's two ticked ``run`` boxes (the older run, lower id, is A);
+        ``None`` (no ids asked for yet) makes an unbound form, which shows no error."""
+        picked = sorted(data.getlist("run"), key=lambda pk: pk.zfill(20)) if data is not None else []
+        if len(picked) == 2 and "a" not in data:
             data = {"a": picked[0], "b": picked[1]}
         super().__init__(data, *args, **kwargs)
+        for field in self.fields.values():
+            field.error_messages["required"] = "pick a run"
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

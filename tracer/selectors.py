@@ -297,6 +297,7 @@ class Tally:
     tool_calls: int = 0
     retries: int = 0  # the harness's tool retries
     wasted_retries: int = 0  # retries after a non-retryable failure or an empty result
+    model_retries: int = 0  # model API calls tried again (429, 529, 5xx, no answer): they cost time and money
     guard_stops: int = 0  # the consecutive-error guard stopped the run
     max_steps_stops: int = 0  # the step limit stopped the run
     crashes: int = 0
@@ -418,6 +419,7 @@ def policy_matrix(
             tool_calls=Sum("tool_call_count"),
             retries=Sum("retry_count"),
             wasted_retries=Sum("wasted_retry_count"),
+            model_retries=Sum("model_retry_count"),
             guard_stops=Count("id", filter=Q(stop_reason=Run.StopReason.CONSECUTIVE_ERRORS)),
             max_steps_stops=Count("id", filter=Q(stop_reason=Run.StopReason.MAX_STEPS)),
             crashes=Count("id", filter=Q(stop_reason=Run.StopReason.CRASHED)),
@@ -659,3 +661,26 @@ def experiment_pairs(*, runs: list[Run], policies: list[str], first_repeat: bool
         present = [group[p] for p in policies if p in group]
         pairs.extend((present[0], other) for other in present[1:])
     return pairs
+
+
+# --- the compare picker ----------------------------------------------------------------------
+
+COMPARE_CHOICES = 200  # the picker offers this many of the newest runs; the runs list ticks any two
+
+
+def compare_choices(*, include: Iterable[Run] = ()) -> list[tuple[str, list[Run]]]:
+    """The newest runs, and ``include`` (the pair on show), grouped by scenario: (scenario, runs)
+    sorted by scenario, newest run first in each. One query."""
+    fields = ("scenario", "policy_name", "status", "verdict", "model_backend", "model_name", "source", "label")
+    runs = {r.pk: r for r in Run.objects.only(*fields).order_by("-pk")[:COMPARE_CHOICES]}
+    runs.update((r.pk, r) for r in include if r.pk not in runs)
+    groups: dict[str, list[Run]] = defaultdict(list)
+    for run in sorted(runs.values(), key=lambda r: -r.pk):
+        groups[run.scenario or "unknown scenario"].append(run)
+    return sorted(groups.items())
+
+
+def run_ids_missing(*, ids: Iterable[int]) -> set[int]:
+    """Which of ``ids`` no run has."""
+    wanted = set(ids)
+    return wanted - set(Run.objects.filter(pk__in=wanted).values_list("pk", flat=True))

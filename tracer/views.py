@@ -98,11 +98,24 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def compare(request: HttpRequest) -> HttpResponse:
-    form = CompareForm(request.GET)
+    """Two runs side by side. Without their ids (or with a wrong one), a picker of recent runs by
+    scenario, and what was wrong: a field left out, an id that is not a number, a run that is not there."""
+    form = CompareForm(request.GET or None)
     context: dict = {"form": form}
+    status = 200
     if form.is_valid():
-        context["cmp"] = selectors.run_compare(a_id=form.cleaned_data["a"], b_id=form.cleaned_data["b"])
-    return render(request, "tracer/compare.html", context)
+        a_id, b_id = form.cleaned_data["a"], form.cleaned_data["b"]
+        try:
+            context["cmp"] = selectors.run_compare(a_id=a_id, b_id=b_id)
+        except Http404:
+            missing = selectors.run_ids_missing(ids=[a_id, b_id])
+            for name, pk in (("a", a_id), ("b", b_id)):
+                if pk in missing:
+                    form.add_error(name, f"there is no run #{pk}")
+            status = 404
+    cmp = context.get("cmp")
+    context["choices"] = selectors.compare_choices(include=[cmp.a, cmp.b] if cmp else [])
+    return render(request, "tracer/compare.html", context, status=status)
 
 
 def _policies_context(request: HttpRequest) -> dict:

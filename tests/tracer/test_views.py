@@ -328,17 +328,47 @@ def test_compare_warns_when_the_scenarios_differ(admin_client):
     assert "These runs are of different scenarios (refund-too-old and lookup-empty)" in doc.one("[role=alert]").text
 
 
+def test_compare_without_runs_offers_a_picker_of_recent_runs_by_scenario_and_no_error(admin_client):
+    starter = refund_too_old_starter()
+    structured = refund_too_old_structured()
+    other = RunFactory(scenario="lookup-flaky", source=Run.Source.IMPORT, model_backend="imported")
+    doc = get(admin_client, reverse("tracer:compare"))
+    assert doc.texts(".error") == []
+    picker = doc.one("form.compare-picker")
+    assert [label.text.split(" ")[:2] for label in picker.select("label")] == [["Run", "A"], ["Run", "B"]]
+    run_a = picker.one("select[name=a]")
+    assert [g["label"] for g in run_a.select("optgroup")] == ["lookup-flaky", "refund-too-old"]
+    [refunds] = [g for g in run_a.select("optgroup") if g["label"] == "refund-too-old"]
+    assert [o["value"] for o in refunds.select("option")] == [str(structured.pk), str(starter.pk)]  # newest first
+    assert refunds.select("option")[1].text == f"#{starter.pk} · starter · finished · fail · simulated"
+    assert run_a.one(f"option[value='{other.pk}']").text.endswith("imported · file")
+    assert not picker.select("option[selected]")
+
+
+def test_the_picker_compares_the_two_runs_picked(admin_client):
+    a, b = refund_too_old_starter(), refund_too_old_structured()
+    doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
+    assert [o["value"] for o in doc.select("form.compare-picker option[selected]")] == [str(a.pk), str(b.pk)]
+    assert len(doc.select(".compare-heads .run-card")) == 2
+
+
 def test_compare_names_the_missing_run_field(admin_client):
+    RunFactory()
     doc = get(admin_client, reverse("tracer:compare"), {"a": "7"})
-    assert doc.texts(".error") == ["Run B: This field is required."]
+    assert doc.texts(".error") == ["Run B: pick a run"]
+    assert doc.one("select[name=b]")["aria-invalid"] == "true"
     a = RunFactory()
     doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": a.pk})
     assert [e for e in doc.texts(".error") if e.startswith("Run B: pick a different run from run A")]
 
 
-def test_compare_of_an_unknown_run_is_not_found(admin_client):
+def test_compare_of_an_unknown_run_says_which_run_is_not_there(admin_client):
     a = RunFactory()
-    assert admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": 99999}).status_code == 404
+    response = admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": 99999})
+    assert response.status_code == 404
+    doc = page(response)
+    assert doc.texts(".error") == ["Run B: there is no run #99999"]
+    assert doc.one("form.compare-picker option[selected]")["value"] == str(a.pk)  # the picker to choose again
 
 
 # --- policies --------------------------------------------------------------------------------

@@ -31,6 +31,15 @@ def test_the_run_page_costs_the_same_for_5_and_500_steps(admin_client):
     assert queries(admin_client, url) == five
 
 
+def test_the_compare_picker_costs_the_same_for_3_and_300_runs(admin_client):
+    for _ in range(3):
+        RunFactory()
+    url = reverse("tracer:compare")
+    three = queries(admin_client, url)
+    Run.objects.bulk_create([Run(scenario=f"s{i % 7}", policy_name="starter") for i in range(297)])
+    assert queries(admin_client, url) == three
+
+
 def test_the_step_poll_costs_the_same_for_5_and_500_new_steps(admin_client):
     run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
     url = reverse("tracer:run-steps", args=[run.pk]) + "?after=0"

@@ -40,19 +40,30 @@ def outcome(attempt: dict, policy_settings: dict | None = None) -> str:
 IMPORTED_VIA = {"import": "file", "otlp": "OTLP", "api": "API"}
 
 
+@register.filter
+def backend_text(run: Any) -> str:
+    """The badge's words as plain text, where no badge fits (a picker's option): "simulated",
+    "imported · file", "claude · claude-haiku-4-5"."""
+    if run.source != "agent" or run.model_backend == "imported":
+        via = IMPORTED_VIA.get(run.source, run.source)
+        return f"imported · {via}" + (f" · {run.model_name}" if run.model_name else "")
+    if run.model_backend == ModelBackendName.SIMULATED:
+        return "simulated"
+    return f"{run.model_backend} · {run.model_name}" if run.model_name else run.model_backend
+
+
 @register.simple_tag
 def backend_badge(run: Any) -> str:
     """The model backend; a simulated run says so wherever it is shown, and so does an imported one
     (with the path it came by and the model it names): it was not executed here."""
+    label = backend_text(run)
     if run.source != "agent" or run.model_backend == "imported":
         via = IMPORTED_VIA.get(run.source, run.source)
         detail = f" ({run.source_detail})" if run.source_detail else ""
         title = f"imported by {via}{detail}: recorded elsewhere, not executed here"
-        label = f"imported · {via}" + (f" · {run.model_name}" if run.model_name else "")
         return format_html('<span class="badge imported" title="{}">{}</span>', title, label)
     if run.model_backend == ModelBackendName.SIMULATED:
-        return format_html('<span class="badge sim" title="{}">simulated</span>', SIMULATED_TITLE)
-    label = f"{run.model_backend} · {run.model_name}" if run.model_name else run.model_backend
+        return format_html('<span class="badge sim" title="{}">{}</span>', SIMULATED_TITLE, label)
     return format_html('<span class="badge model">{}</span>', label)
 
 
