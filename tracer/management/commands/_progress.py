@@ -7,9 +7,11 @@ import sys
 import time
 from collections import Counter, defaultdict
 
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
+from django.utils import timezone
 
 from tracer.experiments import experiment_launch
 from tracer.models import Experiment, Run
@@ -94,9 +96,41 @@ def wait_for(experiment: Experiment, *, timeout: float, stdout, idle_hint_after:
         if elapsed > timeout:
             raise CommandError(
                 f"experiment {experiment.pk}: {experiment.finished_runs} of {experiment.total_runs} runs finished "
-                f"after {timeout:.0f}s; the rest are still queued or running (start a worker: celery -A config worker)"
+                f"after {timeout:.0f}s; {unfinished(experiment)}"
             )
         time.sleep(0.25)
+
+
+def unfinished(experiment: Experiment, *, shown: int = 3) -> str:
+    """What the runs still unfinished are doing: running on a worker that is busy with them (each ends
+    by ``RLT_RUN_TIME_LIMIT_S``), or queued, which needs a worker only when none is running them."""
+    running = list(
+        experiment.runs.filter(status=Run.Status.RUNNING, parent__isnull=True)
+        .order_by("started_at", "pk")
+        .values_list("pk", "worker_name", "started_at", "step_count")
+    )
+    queued = experiment.runs.filter(status=Run.Status.QUEUED, parent__isnull=True).count()
+    now = timezone.now()
+    parts = []
+    if running:
+        each = [
+            f"run {pk} on {worker or 'a worker'} for {(now - started).total_seconds():.0f}s with "
+            f"{_count(steps, 'step')}"
+            for pk, worker, started, steps in running[:shown]
+        ]
+        more = f" and {len(running) - shown} more" if len(running) > shown else ""
+        parts.append(
+            f"{_count(len(running), 'run')} still running ({'; '.join(each)}{more}): a worker is busy with "
+            f"them, waiting on the model or a tool; each ends by its time limit "
+            f"({settings.RLT_RUN_TIME_LIMIT_S}s, RLT_RUN_TIME_LIMIT_S)"
+        )
+    if queued:
+        parts.append(
+            f"{_count(queued, 'run')} queued, waiting for a free worker"
+            if running
+            else f"{_count(queued, 'run')} queued and none running: start a worker (celery -A config worker)"
+        )
+    return "; ".join(parts) or "the rest ended meanwhile"
 
 
 def summary_rows(experiment: Experiment) -> list[dict]:
