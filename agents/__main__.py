@@ -2,7 +2,9 @@
 ``verdicts`` runs every scenario under every preset (simulated) and prints the verdict table.
 
 Scenario packs named in ``RLT_SCENARIO_PACKS`` are loaded first. Bad arguments, and a pack that cannot
-be loaded, get a message naming what was wrong and what is expected, and exit code 2.
+be loaded, get a message naming what was wrong and what is expected, and exit code 2. A run that
+crashed (the model API failed, a replay no longer matched, the harness raised) exits 1, after its
+trace, so a script or CI notices; any other ending, a guard's or a refusal, is the run's result and exits 0.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import sys
 from typing import Any, TextIO
 
 from .llm.registry import make_backend
+from .loop import RunResult
 from .policies import PRESETS, PolicyError, get_policy
 from .run import run_scenario
 from .scenarios import registry
 from .trace import PrintRecorder
-from .vocabulary import ModelBackendName
+from .vocabulary import ModelBackendName, StopReason
 
 USAGE_ERROR = 2
+RUN_CRASHED = 1
 
 
 def _policy_arg(value: str) -> Any:
@@ -93,7 +97,7 @@ def verdict_table() -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace, out: TextIO) -> None:
+def run(args: argparse.Namespace, out: TextIO) -> RunResult:
     known = registry().scenarios
     if args.scenario not in known:
         raise ValueError(f"unknown scenario {args.scenario!r}; expected one of: {', '.join(known)}")
@@ -107,9 +111,10 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
     print(f"policy: {policy.name} ({policy.description or 'custom variant'})", file=out)
     print(f"task: {scenario.task}", file=out)
     print(file=out)
-    run_scenario(scenario.name, policy, model=backend, recorder=PrintRecorder(out), seed=args.seed)
+    result = run_scenario(scenario.name, policy, model=backend, recorder=PrintRecorder(out), seed=args.seed)
     if args.record:
         print(f"recorded to {args.record}", file=out)
+    return result
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -123,8 +128,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             list_all(out)
         elif args.command == "verdicts":
             print(verdict_table(), file=out)
-        else:
-            run(args, out)
+        elif run(args, out).end.stop_reason == StopReason.CRASHED:
+            print(f"error: the run crashed (see its trace above); exit code {RUN_CRASHED}", file=err)
+            return RUN_CRASHED
     except ValueError as exc:  # PolicyError is a ValueError too
         print(f"error: {exc}", file=err)
         return USAGE_ERROR

@@ -86,6 +86,7 @@ class WorkerProcess:
 
     ``env`` is laid over the worker's environment (a value of None removes the variable), e.g. another
     broker or database; ``beat=True`` embeds Celery beat (``-B``), so the worker runs periodic tasks too.
+    ``pool="threads"`` runs it as ``./rlt up`` does: a threads pool, beat in a thread (``--beat-thread``).
     ``hold=True`` holds every run it executes before its final answer or end is written (the
     ``RLT_TEST_HOLD_FILE`` flag), so a test can look at runs that are still running, for as long as it
     needs, until it calls ``release()``.
@@ -100,6 +101,7 @@ class WorkerProcess:
         env: dict[str, str | None] | None = None,
         beat: bool = False,
         hold: bool = False,
+        pool: str = "prefork",
     ) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         self.name = name or f"test-{uuid.uuid4().hex[:8]}"
@@ -119,7 +121,8 @@ class WorkerProcess:
                 **(env or {}),
             }
         )
-        beat_args = ["--beat", f"--schedule={self.beat_schedule}"] if self.beat_schedule else []
+        embed = "--beat-thread" if pool == "threads" else "--beat"
+        beat_args = [embed, f"--schedule={self.beat_schedule}"] if self.beat_schedule else []
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [
@@ -129,7 +132,7 @@ class WorkerProcess:
                 "-A",
                 "config",
                 "worker",
-                "--pool=prefork",
+                f"--pool={pool}",
                 f"--concurrency={concurrency}",
                 "-n",
                 f"{self.name}@%h",

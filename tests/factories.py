@@ -302,3 +302,24 @@ def _unknown_customer(i: int) -> StepEvent:
             "error": {"errorCategory": "validation", "isRetryable": False, "message": message},
         },
     )
+
+
+def max_steps_stop(**run_fields) -> Run:
+    """A run the step limit stopped: two lookups that worked, then two that failed, then the limit."""
+    run = RunFactory(
+        **{
+            "scenario": "lookup-loop",
+            "stop_reason": Run.StopReason.MAX_STEPS,
+            "guard": "stopped at the 4-step limit",
+            "verdict": Run.Verdict.FAIL,
+            "step_count": 4,
+            "tool_call_count": 4,
+            "error_count": 2,
+            **run_fields,
+        }
+    )
+    found = [
+        tool_step(i, [ok_attempt(1, {"orders": []})], tool="lookup_orders", input={"customer": "c-7"}) for i in (1, 2)
+    ]
+    steps_add(run, [*found, lookup_failure(3, customer="c-7"), lookup_failure(4, customer="c-7")])
+    return run

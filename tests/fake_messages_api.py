@@ -15,6 +15,7 @@ Switch behaviours per test with ``api.script(...)``: each request takes the next
     api.script(truncated_text("The value st"))               # stop_reason max_tokens
     api.script(truncated_tool_use("lookup_order"))           # a tool_use cut off by max_tokens
     api.script(refusal(), pause_turn("Searching…"), hang(30), malformed(), unknown_block())
+    api.script(None, error(529))                             # None: the automatic model answers that one
 
 Once the script is used up the server acts as a model, deterministically: a conversation with no
 tool_result yet gets a tool_use of the first tool offered (its input made from the tool's schema, or
@@ -117,7 +118,8 @@ class Malformed:
     status: int = 200
 
 
-Behaviour = Reply | Error | Hang | Malformed | Callable[[dict[str, Any]], "Reply | Error | Hang | Malformed"]
+# None in a script: the automatic model answers that request.
+Behaviour = Reply | Error | Hang | Malformed | Callable[[dict[str, Any]], "Reply | Error | Hang | Malformed"] | None
 
 
 def reply(*blocks: dict[str, Any], stop_reason: str | None = None, usage: tuple[int, int] | None = None) -> Reply:

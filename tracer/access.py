@@ -1,7 +1,8 @@
 """Who may do what on the dashboard, checked in the views; and the page a locked-out login gets.
 
 - Any logged-in user browses runs, compares them and reads the policy matrix and the stop queue.
-- Reviewing a stop needs ``REVIEW_STOPS``: the ``reviewer`` group (created by a data migration) has it.
+- Reviewing a run (a guard stop or any other: ``REVIEW``) needs the ``reviewer`` group (created by a data
+  migration) or those permissions.
 - Creating a policy variant (``CREATE_POLICY``) and launching an experiment (``LAUNCH``) change what
   the workers run: superusers only, unless an administrator gives those permissions to a group.
 - Importing runs (``IMPORT``: the upload page) adds runs everyone sees and the matrix aggregates:
@@ -23,7 +24,7 @@ from django.utils.functional import SimpleLazyObject
 
 REVIEWER_GROUP = "reviewer"
 
-REVIEW_STOPS = ("tracer.add_stopreview", "tracer.change_stopreview")
+REVIEW = ("tracer.add_stopreview", "tracer.change_stopreview")
 CREATE_POLICY = ("tracer.add_policyvariant",)
 LAUNCH = ("tracer.add_experiment",)
 IMPORT = ("tracer.add_run",)
@@ -57,7 +58,7 @@ def abilities(request: HttpRequest) -> dict[str, Any]:
     def read() -> Abilities:
         user = request.user
         return Abilities(
-            review=user.has_perms(REVIEW_STOPS),
+            review=user.has_perms(REVIEW),
             create_policy=user.has_perms(CREATE_POLICY),
             launch=user.has_perms(LAUNCH),
             import_runs=user.has_perms(IMPORT),

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
@@ -68,17 +69,30 @@ class LeaseHeartbeat:
     The thread dies with its process (the OOM killer, a hard time limit), and then the lease lapses.
     It stops by itself once a renewal finds the run ended or taken (``lost``), keeps trying through
     database errors (a lease outlives two missed beats), and always closes its own connection.
+
+    It is also the run's watchdog: ``OVERRUN_S`` after ``RLT_RUN_TIME_LIMIT_S`` (counted from the
+    heartbeat's start, just before the run's), a run still going is ended ``crashed`` from here,
+    whatever its loop is stuck in (a tool that never returns, a model call). The loop ends the run
+    itself at its limit when it can; this is for when it cannot, and in a threads pool, where Celery
+    has no time limits, nothing else would. The stuck call's late steps are refused.
     """
 
-    def __init__(self, *, run_id: int, claim_token: str, interval_s: float | None = None) -> None:
+    OVERRUN_S = 5.0
+
+    def __init__(
+        self, *, run_id: int, claim_token: str, interval_s: float | None = None, time_limit_s: float | None = None
+    ) -> None:
         self.run_id = run_id
         self.claim_token = claim_token
         self.interval_s = interval_s if interval_s is not None else settings.RLT_LEASE_S / 3
+        self.time_limit_s = time_limit_s if time_limit_s is not None else settings.RLT_RUN_TIME_LIMIT_S
+        self.ended_overdue = False
         self.lost = False
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-heartbeat-run-{run_id}", daemon=True)
 
     def start(self) -> LeaseHeartbeat:
+        self._overdue_at = time.monotonic() + self.time_limit_s + self.OVERRUN_S
         self._thread.start()
         return self
 
@@ -92,7 +106,18 @@ class LeaseHeartbeat:
 
     def _beat(self) -> None:
         try:
-            while not self._stopping.wait(self.interval_s):
+            while not self._stopping.wait(min(self.interval_s, max(0.0, self._overdue_at - time.monotonic()))):
+                if time.monotonic() >= self._overdue_at:
+                    try:
+                        self._end_overdue()
+                    except DATABASE_LOST as exc:
+                        logger.warning(
+                            "run %s: could not end it after its time limit (%s); trying again", self.run_id, exc
+                        )
+                        connection.close()
+                        self._overdue_at = time.monotonic() + min(self.interval_s, 5.0)
+                        continue
+                    return
                 try:
                     renewed = run_lease_renew(run_id=self.run_id, claim_token=self.claim_token)
                 except DATABASE_LOST as exc:
@@ -105,6 +130,23 @@ class LeaseHeartbeat:
                     return
         finally:
             connection.close()  # this thread's own connection
+
+    def _end_overdue(self) -> None:
+        run = Run.objects.filter(pk=self.run_id).only("pk", "experiment_id", "parent_id").first()
+        overrun = (
+            f"went on for more than {self.time_limit_s:g} s (RLT_RUN_TIME_LIMIT_S) and was still inside a call "
+            f"(a tool or the model) {self.OVERRUN_S:g} s later, so its watchdog ended it; whatever that call "
+            "returns later is not recorded"
+        )
+        error = f"the run {overrun}"
+        if run is not None and run_finish(
+            run=run, end=RunEnd(stop_reason=Run.StopReason.CRASHED, error=error), claim_token=self.claim_token
+        ):
+            self.ended_overdue = True
+            logger.warning("run %s: %s", self.run_id, error)
+            _children_end(run_id=self.run_id, claim_token=self.claim_token, error=f"its coordinating run {overrun}")
+        else:
+            self.lost = True  # it had ended, or is no longer this process's
 
 
 def _crash(recorder: DbRecorder, message: str) -> None:

@@ -3,8 +3,8 @@
 ``experiment_launch`` validates every input and checks that the task broker answers, creates one
 queued run per scenario × policy × repeat in one transaction and sends their tasks once it commits
 (through ``delivery``); ``run_create`` makes one queued run with a snapshot of its policy. Policy
-variants (``policy_variant_create``) and reviews of guard stops (``stop_review_save``) are written
-here too. Executing a run is ``execution``'s, recording it ``recording``'s.
+variants (``policy_variant_create``) are written here too. Executing a run is ``execution``'s,
+recording it ``recording``'s, reviewing it ``reviews``'.
 
 HackSoft style: keyword-only typed arguments, ``<entity>_<action>`` names; each raises
 ``ValidationError`` naming every invalid field, and then writes nothing.
@@ -23,7 +23,7 @@ from agents.policies import PolicyError, policy_from_dict
 from agents.vocabulary import ModelBackendName
 
 from . import delivery
-from .models import Experiment, PolicyVariant, Run, StopReview
+from .models import Experiment, PolicyVariant, Run
 
 MAX_REPEATS = 50
 MAX_EXPERIMENT_RUNS = 2000
@@ -185,7 +185,7 @@ def policy_settings_validate(*, data: dict[str, Any]) -> dict[str, Any]:
         raise ValidationError({field: [message] for field, message in exc.errors.items()}) from None
 
 
-# --- policy variants and stop reviews ---------------------------------------------------------
+# --- policy variants -----------------------------------------------------------------------
 
 
 def policy_variant_create(*, name: str, settings: dict[str, Any], user=None) -> PolicyVariant:
@@ -221,23 +221,3 @@ def policy_variant_create(*, name: str, settings: dict[str, Any], user=None) -> 
         if PolicyVariant.objects.filter(name=clean["name"]).exists():
             raise ValidationError({"name": [taken]}) from None
         raise
-
-
-def stop_review_save(*, run: Run, verdict: str, note: str = "", user=None) -> StopReview:
-    """Record (or change) a reviewer's verdict on a run that a guard stopped."""
-    errors: dict[str, list[str]] = {}
-    if verdict not in StopReview.Verdict.values:
-        errors["verdict"] = [f"expected one of: {', '.join(StopReview.Verdict.values)}"]
-    if run.stop_reason not in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS):
-        errors["run"] = [f"run {run.pk} was not stopped by a guard (stop reason {run.stop_reason or 'none'})"]
-    if errors:
-        raise ValidationError(errors)
-    review, _ = StopReview.objects.update_or_create(
-        run=run,
-        defaults={
-            "verdict": verdict,
-            "note": note.strip(),
-            "reviewer": user if user is not None and getattr(user, "is_authenticated", False) else None,
-        },
-    )
-    return review

@@ -62,12 +62,22 @@ class RunFilterForm(forms.Form):
     min_retries = forms.IntegerField(required=False, min_value=0, label="retries ≥", widget=SHORT_NUMBER)
     started_from = forms.DateField(required=False, label="started from", widget=forms.DateInput(attrs={"type": "date"}))
     started_to = forms.DateField(required=False, label="started to", widget=forms.DateInput(attrs={"type": "date"}))
+    reviewed = forms.ChoiceField(
+        required=False,
+        label="review",
+        choices=[*BLANK, ("yes", "reviewed"), ("no", "not reviewed"), ("overridden", "verdict overridden")],
+    )
+    tag = forms.ChoiceField(required=False, label="tag")
     experiment = IdField(required=False, label="experiment", of="an experiment", widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, scenarios: list[str], policies: list[str], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, scenarios: list[str], policies: list[str], tags: list[str] | None = None, **kwargs: Any
+    ) -> None:
+        """``tags``: the tags reviewers have used (the tag filter's choices)."""
         super().__init__(*args, **kwargs)
         self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
         self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
+        self.fields["tag"].choices = BLANK + [(t, t) for t in tags or []]
 
     def filters(self) -> dict[str, Any]:
         """The valid filters, under ``run_list``'s names; an invalid one is left out and shown as an error."""
@@ -177,9 +187,60 @@ class PolicyVariantForm(forms.Form):
         return out
 
 
-class StopReviewForm(forms.Form):
-    verdict = forms.ChoiceField(choices=StopReview.Verdict.choices, widget=forms.RadioSelect)
+class RunReviewForm(forms.Form):
+    """A review of any run (``tracer/reviews.py`` checks what goes together); ``verdict`` is why a guard
+    stopped the run, for guard stops only."""
+
+    verdict = forms.ChoiceField(
+        required=False, label="why it stopped", choices=StopReview.Verdict.choices, widget=forms.RadioSelect
+    )
+    verdict_override = forms.ChoiceField(
+        required=False,
+        label="verdict override",
+        choices=[("", "the judge's verdict stands"), *Run.Verdict.choices],
+    )
+    override_reason = forms.CharField(required=False, max_length=2000, label="why the judge was wrong")
     note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    tags = forms.CharField(required=False, max_length=500, help_text="words separated by commas or spaces")
+    identical = forms.BooleanField(required=False, label="also review the identical unreviewed stops")
+
+
+class StopFilterForm(forms.Form):
+    """The stop queue's narrowing: reviewed or not, a policy, an experiment, one kind of stop. A bad value
+    is named on the page and that narrowing dropped."""
+
+    state = forms.ChoiceField(
+        required=False,
+        choices=[("unreviewed", "unreviewed"), ("reviewed", "reviewed"), ("all", "all")],
+        widget=forms.HiddenInput,
+    )
+    policy = forms.ChoiceField(required=False)
+    experiment = forms.ChoiceField(required=False)
+    stop_reason = forms.ChoiceField(
+        required=False,
+        label="stop",
+        choices=BLANK
+        + [(v, Run.StopReason(v).label) for v in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)],
+    )
+
+    def __init__(self, *args: Any, policies: list[str], experiments: list[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
+        self.fields["experiment"].choices = BLANK + [(str(e.pk), f"#{e.pk} {e}") for e in experiments]
+
+    def filters(self) -> dict[str, Any]:
+        """``stops_filtered``'s arguments from the fields that are valid."""
+        self.is_valid()
+        data = self.cleaned_data
+        return {
+            "policy": data.get("policy") or "",
+            "experiment_id": int(data["experiment"]) if data.get("experiment") else None,
+            "stop_reason": data.get("stop_reason") or "",
+        }
+
+    def queue_state(self) -> str:
+        self.is_valid()
+        return self.cleaned_data.get("state") or "unreviewed"
 
 
 class ApiTokenForm(forms.Form):

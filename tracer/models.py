@@ -82,6 +82,7 @@ class Run(models.Model):
         FINISHED = "finished"
 
     StopReason = vocabulary_choices("Run.StopReason", vocabulary.StopReason)
+    GUARD_STOPS = (StopReason.CONSECUTIVE_ERRORS, StopReason.MAX_STEPS)  # a guard of the harness stopped it
     # Runs that arrived from outside (transcripts, spans) were not run by any backend here.
     ModelBackend = vocabulary_choices(
         "Run.ModelBackend", vocabulary.ModelBackendName, extra={"IMPORTED": "imported"}, plain_labels=True
@@ -238,6 +239,10 @@ class Run(models.Model):
     def is_imported(self) -> bool:
         """Arrived from outside (a file, OTLP spans, the API): never executed here."""
         return self.source != self.Source.AGENT
+
+    @property
+    def is_guard_stop(self) -> bool:
+        return self.stop_reason in self.GUARD_STOPS
 
     @property
     def total_tokens(self) -> int:

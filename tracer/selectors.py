@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from copy import copy
 from dataclasses import dataclass, field
@@ -38,10 +38,10 @@ from .divergence import (
     settings_compare,
     settings_snapshot,
 )
-from .models import Experiment, PolicyVariant, Run, Step, StopReview
+from .models import Experiment, PolicyVariant, ReviewTag, Run, Step, StopReview
 from .stats import Interval, beyond_noise, wilson_interval
 
-GUARD_STOPS = (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)
+GUARD_STOPS = Run.GUARD_STOPS
 TRAILING_STEPS = 12  # enough to show any consecutive-error guard's streak
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 # Columns the list and queue pages never show: kept out of their queries.
@@ -70,17 +70,42 @@ def run_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Run]:
         qs = qs.filter(created_at__date__lte=f["started_to"])
     if "q" in f:
         qs = qs.filter(Q(search_text__icontains=f["q"]) | Q(final_answer__icontains=f["q"]))
-    return qs
+    return run_review_filter(qs, reviewed=f.get("reviewed", ""), tag=f.get("tag", ""))
+
+
+def run_review_filter(runs: QuerySet[Run], *, reviewed: str = "", tag: str = "") -> QuerySet[Run]:
+    """``runs`` with their reviews and tags (one query more, whatever the number), narrowed to reviewed
+    (``yes``), unreviewed (``no``) or verdict-overridden (``overridden``) runs and to one review tag."""
+    runs = runs.select_related("review__reviewer").prefetch_related("review__tags")
+    if reviewed == "yes":
+        runs = runs.filter(review__isnull=False)
+    elif reviewed == "no":
+        runs = runs.filter(review__isnull=True)
+    elif reviewed == "overridden":
+        runs = runs.filter(review__verdict_override__in=Run.Verdict.values)
+    if tag:
+        runs = runs.filter(review__tags__name=tag)
+    return runs
+
+
+def review_tag_names() -> list[str]:
+    """Every tag reviewers have used, sorted (the runs list's tag filter)."""
+    return list(ReviewTag.objects.order_by("name").values_list("name", flat=True).distinct())
 
 
 def run_filter_values() -> dict[str, list[str]]:
-    """The scenarios and policies runs exist for (the list's filter choices), in one query."""
+    """The scenarios and policies runs exist for, and the review tags (the list's filter choices), in two
+    queries."""
     pairs = Run.objects.order_by().values_list("scenario", "policy_name").distinct()
     scenarios, policies = set(), set()
     for scenario, policy in pairs:
         scenarios.add(scenario)
         policies.add(policy)
-    return {"scenarios": sorted(s for s in scenarios if s), "policies": sorted(p for p in policies if p)}
+    return {
+        "scenarios": sorted(s for s in scenarios if s),
+        "policies": sorted(p for p in policies if p),
+        "tags": review_tag_names(),
+    }
 
 
 def runs_any_active(runs: Iterable[Run]) -> bool:
@@ -88,7 +113,13 @@ def runs_any_active(runs: Iterable[Run]) -> bool:
 
 
 def run_get(*, pk: int) -> Run:
-    return get_object_or_404(Run.objects.select_related("parent", "experiment", "review"), pk=pk)
+    return get_object_or_404(Run.objects.select_related("parent", "experiment", "review__reviewer"), pk=pk)
+
+
+def run_reviewed(*, pk: int) -> Run:
+    """A run with its review, the reviewer and the review's tags (two queries)."""
+    runs = Run.objects.defer(*HEAVY_FIELDS).select_related("review__reviewer").prefetch_related("review__tags")
+    return get_object_or_404(runs, pk=pk)
 
 
 def step_list(*, run: Run) -> list[Step]:
@@ -516,9 +547,10 @@ class FailingCall:
 @dataclass
 class StopCase:
     run: Run
-    errors: list[Step]  # the errors in a row that tripped the guard
+    errors: list[Step]  # the errors in a row at the end (what tripped a consecutive-error guard)
     other: Run | None  # the same scenario under another policy
     review: StopReview | None
+    identical: int = 0  # other unreviewed stops identical to this one (``stop_signature``)
 
     @property
     def calls(self) -> list[FailingCall]:
@@ -548,14 +580,29 @@ def failing_calls(steps: list[Step]) -> list[FailingCall]:
 STOP_FILTERS = ("unreviewed", "reviewed", "all")
 
 
-def stop_counts() -> dict[str, int]:
-    stops = Run.objects.filter(stop_reason__in=GUARD_STOPS)
-    counts = stops.aggregate(all=Count("id"), reviewed=Count("id", filter=Q(review__isnull=False)))
+def stops_filtered(*, policy: str = "", experiment_id: int | None = None, stop_reason: str = "") -> QuerySet[Run]:
+    """Guard stops, narrowed to a policy, an experiment and one kind of stop when given."""
+    stops = Run.objects.filter(stop_reason__in=[stop_reason] if stop_reason else GUARD_STOPS)
+    if policy:
+        stops = stops.filter(policy_name=policy)
+    if experiment_id:
+        stops = stops.filter(experiment_id=experiment_id)
+    return stops
+
+
+def stop_counts(**filters: Any) -> dict[str, int]:
+    """Unreviewed, reviewed and all guard stops under ``filters`` (``stops_filtered``'s), in one query."""
+    counts = stops_filtered(**filters).aggregate(all=Count("id"), reviewed=Count("id", filter=Q(review__isnull=False)))
     return counts | {"unreviewed": counts["all"] - counts["reviewed"]}
 
 
-def stop_queue(*, state: str = "unreviewed") -> QuerySet[Run]:
-    stops = Run.objects.filter(stop_reason__in=GUARD_STOPS).defer(*HEAVY_FIELDS).select_related("review")
+def stop_queue(*, state: str = "unreviewed", **filters: Any) -> QuerySet[Run]:
+    stops = (
+        stops_filtered(**filters)
+        .defer(*HEAVY_FIELDS)
+        .select_related("review__reviewer")
+        .prefetch_related("review__tags")
+    )
     if state == "unreviewed":
         stops = stops.filter(review__isnull=True)
     elif state == "reviewed":
@@ -563,8 +610,67 @@ def stop_queue(*, state: str = "unreviewed") -> QuerySet[Run]:
     return stops.order_by("-created_at", "-id")
 
 
+def stop_filter_values() -> dict[str, list]:
+    """The stop queue's filter choices: policies and experiments that have guard stops (two queries)."""
+    stops = Run.objects.filter(stop_reason__in=GUARD_STOPS).order_by()
+    policies = sorted(p for p in stops.values_list("policy_name", flat=True).distinct() if p)
+    experiment_ids = stops.filter(experiment__isnull=False).values("experiment_id")
+    experiments = list(Experiment.objects.filter(id__in=experiment_ids).order_by("-created_at", "-id"))
+    return {"policies": policies, "experiments": experiments}
+
+
+# A stop's signature: scenario, policy, stop reason, and the tool and error of its last tool call when
+# that call failed. Stops with one signature are "identical": one review may cover them all.
+StopSignature = tuple[str, str, str, str, str]
+
+
+def stop_signature(run: Run, last_call: Step | None) -> StopSignature:
+    tool = error = ""
+    if last_call is not None and last_call.is_error:
+        failed = [a for a in last_call.attempts or [] if not a.get("ok")]
+        tool = last_call.tool_name
+        if failed:
+            error = f"{failed[-1].get('category') or ''}: {failed[-1].get('message') or ''}"
+        else:
+            error = f"{last_call.category}: {canonical(last_call.result_content)}"
+    return (run.scenario, run.policy_name, run.stop_reason, tool, error)
+
+
+def last_calls(*, run_ids: Iterable[int]) -> dict[int, Step]:
+    """Each run's last tool call, in one query."""
+    steps = (
+        Step.objects.filter(run_id__in=list(run_ids), kind=Step.Kind.TOOL_USE)
+        .only("run_id", "index", "tool_name", "is_error", "category", "attempts", "result_content")
+        .annotate(from_end=Window(RowNumber(), partition_by=F("run_id"), order_by=F("index").desc()))
+        .filter(from_end=1)
+    )
+    return {step.run_id: step for step in steps}
+
+
+def _unreviewed_alike(runs: list[Run]) -> list[Run]:
+    """Unreviewed guard stops with the scenario, policy and stop reason of one of ``runs``."""
+    kinds = {(r.scenario, r.policy_name, r.stop_reason) for r in runs if r.stop_reason in GUARD_STOPS}
+    if not kinds:
+        return []
+    alike = Q()
+    for scenario, policy, reason in kinds:
+        alike |= Q(scenario=scenario, policy_name=policy, stop_reason=reason)
+    return list(
+        Run.objects.filter(alike, review__isnull=True).only("id", "scenario", "policy_name", "stop_reason", "verdict")
+    )
+
+
+def stops_identical(*, run: Run) -> list[Run]:
+    """The unreviewed guard stops identical to ``run`` (``stop_signature``), ``run`` left out; two queries."""
+    alike = [r for r in _unreviewed_alike([run]) if r.pk != run.pk]
+    calls = last_calls(run_ids=[run.pk, *(r.pk for r in alike)])
+    mine = stop_signature(run, calls.get(run.pk))
+    return [r for r in alike if stop_signature(r, calls.get(r.pk)) == mine]
+
+
 def stop_cases(*, runs: list[Run]) -> list[StopCase]:
-    """Each stopped run with its last failing calls and a run of the same scenario under another policy."""
+    """Each stopped run with its last failing calls, a run of the same scenario under another policy, and
+    how many unreviewed stops are identical to it. Five queries, whatever the number of runs and steps."""
     ids = [r.pk for r in runs]
     tail: dict[int, list[Step]] = defaultdict(list)
     last_steps = (
@@ -576,11 +682,19 @@ def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     for step in last_steps:
         tail[step.run_id].append(step)
     peers = run_policy_peers(runs=runs, finished=True)
+    alike = _unreviewed_alike(runs)
+    calls = last_calls(run_ids=[r.pk for r in alike])
+    unreviewed = Counter(stop_signature(r, calls.get(r.pk)) for r in alike)
+    unreviewed_ids = {r.pk for r in alike}
     cases = []
     for run in runs:
         other = min(peers[run.pk], key=lambda peer: PAIRINGS.index(peer.pairing), default=None)
         review = getattr(run, "review", None)  # reverse one-to-one: absent raises AttributeError
-        cases.append(StopCase(run=run, errors=tripping_errors(tail[run.pk]), other=other, review=review))
+        mine = stop_signature(run, next((s for s in reversed(tail[run.pk]) if s.kind == Step.Kind.TOOL_USE), None))
+        identical = unreviewed[mine] - (run.pk in unreviewed_ids)
+        cases.append(
+            StopCase(run=run, errors=tripping_errors(tail[run.pk]), other=other, review=review, identical=identical)
+        )
     return cases
 
 

@@ -20,8 +20,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
-from . import access, selectors, tokens
-from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create, stop_review_save
+from . import access, reviews, selectors, tokens
+from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create
 from .forms import (
     ApiTokenForm,
     CompareForm,
@@ -29,7 +29,8 @@ from .forms import (
     MatrixFilterForm,
     PolicyVariantForm,
     RunFilterForm,
-    StopReviewForm,
+    RunReviewForm,
+    StopFilterForm,
     add_service_errors,
 )
 from .models import ApiToken, Run, StopReview
@@ -71,7 +72,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "reruns": selectors.run_reruns(run=run),
         "children": selectors.run_children(run=run),
         "others": selectors.run_other_policies(run=run),
-    }
+    } | _review_context()
     return render(request, "tracer/run_detail.html", context)
 
 
@@ -173,20 +174,23 @@ def policy_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 @fragments
 def stops(request: HttpRequest) -> HttpResponse:
-    state = request.GET.get("state") if request.GET.get("state") in selectors.STOP_FILTERS else "unreviewed"
-    counts = selectors.stop_counts()
+    """The stop queue: guard stops narrowed by review state, policy, experiment and kind of stop."""
+    form = StopFilterForm(request.GET, **selectors.stop_filter_values())
+    state, filters = form.queue_state(), form.filters()
+    counts = selectors.stop_counts(**filters)
     if request.htmx.target == "stop-counts":
-        return render(request, "tracer/stops.html#stop-counts", {"counts": counts, "state": state})
-    page = Paginator(selectors.stop_queue(state=state), STOPS_PER_PAGE).get_page(request.GET.get("page"))
+        return render(request, "tracer/stops.html#stop-counts", {"counts": counts, "state": state, "form": form})
+    page = Paginator(selectors.stop_queue(state=state, **filters), STOPS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "state": state,
         "counts": counts,
         "page": page,
         "cases": selectors.stop_cases(runs=list(page)),
-        "form": StopReviewForm(),
-        "verdict_choices": StopReview.Verdict.choices,
-    }
-    return render(request, "tracer/stops.html", context)
+        "form": form,
+    } | _review_context()
+    if request.htmx.target == "stop-cases":  # after a bulk review: the queue without the stops it covered
+        return render(request, "tracer/stops.html#stop-cases", context)
+    return render(request, "tracer/stops.html", context, status=400 if form.errors else 200)
 
 
 def _safe_next(request: HttpRequest, *, fallback: str) -> str:
@@ -201,31 +205,59 @@ def _safe_next(request: HttpRequest, *, fallback: str) -> str:
     return back if on_site and back.startswith("/") else fallback
 
 
+def _review_context(form: RunReviewForm | None = None) -> dict:
+    """What ``tracer/review.html``'s review panel needs besides the run: the form and the choices."""
+    return {
+        "review_form": form or RunReviewForm(),
+        "stop_verdicts": StopReview.Verdict.choices,
+        "verdicts": Run.Verdict.choices,
+    }
+
+
 @login_required
 @require_POST
-def stop_review(request: HttpRequest, pk: int) -> HttpResponse:
-    access.permission_require(user=request.user, perms=access.REVIEW_STOPS, action="review stops")
+def run_review(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save a reviewer's review of a run (and, when asked, of every unreviewed stop identical to it).
+
+    htmx gets the run's review panel back and a ``runReviewed`` event (the stop queue's counts refresh);
+    after a bulk review also ``stopsReviewed``, on which the queue's list refreshes and shows what was
+    saved. Bad input is a 400 with the panel naming each bad field, and nothing is saved.
+    """
+    access.permission_require(user=request.user, perms=access.REVIEW, action="review runs")
     run = get_object_or_404(Run.objects.select_related("review"), pk=pk)
-    form = StopReviewForm(request.POST)
-    review = None
+    form = RunReviewForm(request.POST)
+    saved = []
     if form.is_valid():
         try:
-            review = stop_review_save(run=run, user=request.user, **form.cleaned_data)
+            saved = reviews.run_review_save(run=run, user=request.user, **form.cleaned_data)
         except ValidationError as exc:
             add_service_errors(form, exc)
+    back = _safe_next(request, fallback=reverse("tracer:run", args=[run.pk]))
     if not request.htmx:
-        if review is not None:
-            messages.success(request, f"Review of run {run.pk} saved.")
-        else:
-            messages.error(request, f"Review of run {run.pk} not saved: {form.errors.as_text()}")
-        return HttpResponseRedirect(_safe_next(request, fallback=reverse("tracer:stops")))
-    context = {
-        "case": selectors.StopCase(run=run, errors=[], other=None, review=review or getattr(run, "review", None)),
-        "form": form,
-        "verdict_choices": StopReview.Verdict.choices,
-    }
-    response = render(request, "tracer/stops.html#stop-review", context)
-    return trigger_client_event(response, "stopReviewed") if review is not None else response
+        if saved:
+            messages.success(request, _review_saved_message(saved))
+            return HttpResponseRedirect(back)
+        return render(request, "tracer/review.html", {"run": run, "back": back} | _review_context(form), status=400)
+    context = {"run": run, "review_next": back}
+    if not saved:
+        return render(request, "tracer/review.html#run-review", context | _review_context(form), status=400)
+    run = selectors.run_reviewed(pk=run.pk)  # the review as stored, with its tags and reviewer
+    context |= {"run": run, "saved": _review_saved_message(saved)}
+    response = render(request, "tracer/review.html#run-review", context | _review_context())
+    trigger_client_event(response, "runReviewed", {"runs": [r.run_id for r in saved]})
+    if len(saved) > 1:  # the stop queue refreshes its list, where this message shows
+        messages.success(request, _review_saved_message(saved))
+        trigger_client_event(response, "stopsReviewed", {"runs": [r.run_id for r in saved]})
+    return response
+
+
+def _review_saved_message(saved: list) -> str:
+    first, others = saved[0], saved[1:]
+    if not others:
+        return f"Review of run {first.run_id} saved."
+    ids = ", ".join(f"#{r.run_id}" for r in others)
+    stops = "stop" if len(others) == 1 else "stops"
+    return f"Review of run {first.run_id} saved, and of {len(others)} identical {stops}: {ids}."
 
 
 @login_required

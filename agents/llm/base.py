@@ -214,7 +214,8 @@ class ModelClient:
                     attempt.error_type = "malformed"
                 else:
                     attempt.latency_ms = round((time.monotonic() - began) * 1000, 3)
-                    return message.to_dict()
+                    # No serializer warnings: a content block newer than this SDK is kept as it came.
+                    return message.to_dict(warnings=False)
             except anthropic.APIStatusError as exc:
                 attempt.status = exc.status_code
                 attempt.request_id = exc.request_id or exc.response.headers.get("request-id")

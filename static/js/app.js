@@ -55,3 +55,33 @@ document.addEventListener("htmx:afterRequest", (event) => {
   const text = form && form.querySelector("[data-upload-text]");
   if (text) text.textContent = event.detail.successful ? "Done: the report is below." : "The upload failed.";
 });
+
+// [data-swap-errors]: a form whose 400 answer carries the form again with each bad field named; htmx
+// swaps only 2xx answers by default, so this one's 400 is swapped in too.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.xhr.status === 400 && event.detail.requestConfig.elt.closest("[data-swap-errors]")) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
+
+// [data-keyboard-cards]: j and k move to the next and previous [data-card] (the stop queue), o opens
+// the focused card's [data-card-link]; keys typed into a field are left alone.
+function keyboardCards(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || event.target.closest("input, textarea, select")) return;
+  const list = document.querySelector("[data-keyboard-cards]");
+  if (!list || !["j", "k", "o"].includes(event.key)) return;
+  const cards = [...list.querySelectorAll("[data-card]")];
+  if (!cards.length) return;
+  const at = cards.indexOf(document.activeElement.closest("[data-card]"));
+  if (event.key === "o") {
+    const link = at >= 0 && cards[at].querySelector("[data-card-link]");
+    if (link) link.click();
+    return;
+  }
+  const next = event.key === "j" ? Math.min(at + 1, cards.length - 1) : Math.max(at - 1, 0);
+  cards[next].focus();
+  cards[next].scrollIntoView({ block: "nearest" });
+  event.preventDefault();
+}
+document.addEventListener("keydown", keyboardCards);

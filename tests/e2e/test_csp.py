@@ -71,7 +71,7 @@ def test_no_page_reports_a_csp_violation(watched, live_server):
     case = page.locator(f"#stop-{stopped.pk}")
     case.get_by_label("expected", exact=True).check()
     case.get_by_role("button", name="Save review").click()
-    expect(case.locator("p.reviewed")).to_be_visible()
+    expect(case.locator("div.reviewed")).to_be_visible()
     assert violations(page, console) == [], "stop review"
 
     page.goto(base + "/policies/")

@@ -134,8 +134,8 @@ def test_review_a_guard_stop(signed_in: Page):
     case.get_by_label("Note").fill("the date error never reaches a model that can fix it")
     case.get_by_role("button", name="Save review").click()
 
-    expect(case.locator("p.reviewed")).to_contain_text("unhelpful error message")
-    expect(case.locator("p.reviewed")).to_contain_text("the date error never reaches a model that can fix it")
+    expect(case.locator("div.reviewed")).to_contain_text("unhelpful error message")
+    expect(case.locator("div.reviewed")).to_contain_text("the date error never reaches a model that can fix it")
     expect(page.locator("#stop-counts")).to_contain_text("Reviewed 1")  # the counts refreshed on the event
     page.get_by_role("link", name=re.compile("^Reviewed")).click()
     expect(page.locator(f"#stop-{stopped.pk}")).to_be_visible()

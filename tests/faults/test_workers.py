@@ -2,7 +2,8 @@
 
 These use the session's broker and database (Redis + PostgreSQL in CI's first pass, the broker folder
 + SQLite in the second) and workers with short leases and sweeps (``FAST_RECOVERY``): beat is embedded
-in a surviving worker (``-B``), as ``./rlt up`` runs it.
+in a surviving worker (``-B``; ``./rlt up`` runs a threads pool with beat in a thread, which the SIGKILL
+and time-limit tests use too).
 """
 
 from __future__ import annotations
@@ -113,8 +114,10 @@ def test_a_frozen_pool_process_is_refused_its_late_steps_once_its_run_was_interr
     )
 
 
-def test_runs_of_a_worker_killed_with_sigkill_are_interrupted_and_rerun_or_executed(start_worker):
-    first = start_worker(step_delay_s=0.3, concurrency=2, env=FAST_RECOVERY)
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_runs_of_a_worker_killed_with_sigkill_are_interrupted_and_rerun_or_executed(start_worker, pool):
+    # threads: as ./rlt up runs its worker, with beat in a thread of the surviving worker
+    first = start_worker(step_delay_s=0.3, concurrency=2, env=FAST_RECOVERY, pool=pool)
     experiment = experiment_launch(scenarios=SCENARIOS, policies=POLICIES)
     wait_for(
         session_snapshot,
@@ -128,7 +131,7 @@ def test_runs_of_a_worker_killed_with_sigkill_are_interrupted_and_rerun_or_execu
     held = [r for r in session_snapshot().runs if r.status == Run.Status.RUNNING and r.parent_id is None]
     assert held, "the killed worker held no run"
 
-    second = start_worker(step_delay_s=0.1, concurrency=2, beat=True, env=FAST_RECOVERY)
+    second = start_worker(step_delay_s=0.1, concurrency=2, beat=True, env=FAST_RECOVERY, pool=pool)
     snapshot = wait_for(
         session_snapshot, every_run_ended, timeout=120, what="every run to end", workers=[first, second]
     )
@@ -138,7 +141,7 @@ def test_runs_of_a_worker_killed_with_sigkill_are_interrupted_and_rerun_or_execu
     for run in held:
         assert ended[run.id].stop_reason == INTERRUPTED, f"run {run.id}, held by the killed worker, was not interrupted"
     print(
-        f"\n[faults] worker SIGKILL (main + pool): {len(held)} runs held at the kill; {figures}; every run ended "
+        f"\n[faults] worker SIGKILL ({pool} pool): {len(held)} runs held at the kill; {figures}; every run ended "
         f"{recovered_s:.1f} s after the kill"
     )
 
@@ -202,4 +205,36 @@ def test_interrupt_stale_and_the_sweep_never_interrupt_a_live_run(start_worker):
     print(
         f"\n[faults] interrupt_stale and sweep_runs called {len(said)} times while runs executed (lease 3 s, "
         f"4 s between steps): {figures}"
+    )
+
+
+def test_a_run_stuck_in_a_call_on_a_threads_worker_ends_crashed_soon_after_its_time_limit(start_worker):
+    """A threads pool has no Celery time limits: a call that never returns (here the test hold, before
+    the run's final answer) must still not keep the run ``running``. Its heartbeat's watchdog ends it."""
+    limit_s = 10  # the run's first step must come before it, on a loaded machine too
+    worker = start_worker(
+        pool="threads", hold=True, beat=True, env={**FAST_RECOVERY, "RLT_RUN_TIME_LIMIT_S": str(limit_s)}
+    )
+    experiment = experiment_launch(scenarios=["refund-too-old"], policies=["starter"])
+    snapshot = wait_for(session_snapshot, running_with_steps, timeout=60, what="the run's first step", workers=[worker])
+    run = running_with_steps(snapshot)[0]
+    snapshot = wait_for(session_snapshot, every_run_ended, timeout=60, what="the stuck run to end", workers=[worker])
+    ended = next(r for r in Run.objects.filter(pk=run.id))
+    took_s = (ended.finished_at - ended.started_at).total_seconds()
+    assert ended.stop_reason == Run.StopReason.CRASHED and "watchdog" in ended.error, ended.error
+    assert limit_s <= took_s <= limit_s + 5 + 3, f"ended {took_s:.1f} s after it started (limit {limit_s} s)"
+    assert not any(r.rerun_of_id == run.id for r in snapshot.runs), "a run that ran out of time was re-run"
+    steps_at_end = ended.steps.count()
+    worker.release()  # the stuck call returns: its final answer must be refused, the run not ended again
+    refusal = re.compile(rf"run {run.id} already ended \(crashed.*\); step \d+ refused")
+    deadline = time.monotonic() + 15
+    while not refusal.search(worker.log()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert refusal.search(worker.log()), worker.log()[-2000:]
+    ended.refresh_from_db()
+    assert ended.stop_reason == Run.StopReason.CRASHED and ended.steps.count() == steps_at_end
+    assert worker.proc.poll() is None
+    print(
+        f"\n[faults] threads pool, a call stuck past RLT_RUN_TIME_LIMIT_S={limit_s}: run {run.id} ended crashed "
+        f"{took_s:.1f} s after its start (experiment {experiment.pk}), its late step refused"
     )

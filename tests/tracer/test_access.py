@@ -8,32 +8,17 @@ import logging
 
 import pytest
 from django.contrib.admin.models import DELETION, LogEntry
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from tests.dom import page
 from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, refund_too_old_starter
 from tests.tracer.test_security import pages_to_check
-from tracer import access
 from tracer.models import Experiment, PolicyVariant, Run, Step, StopReview
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HX-Request": "true"}
-
-
-@pytest.fixture
-def reviewer(client, django_user_model):
-    user = django_user_model.objects.create_user("rita", password="a-long-test-password")
-    user.groups.add(Group.objects.get(name=access.REVIEWER_GROUP))
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def plain_user(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("paul", password="a-long-test-password"))
-    return client
 
 
 # --- the admin: recorded history is read-only --------------------------------------------------
@@ -98,8 +83,8 @@ def test_a_reviewer_browses_compares_and_reviews_stops(reviewer):
         if url == reverse("tracer:launch"):
             continue
         assert reviewer.get(url).status_code == 200, url
-    response = reviewer.post(reverse("tracer:stop-review", args=[stopped.pk]), {"verdict": "expected"}, headers=HTMX)
-    assert response.status_code == 200 and "stopReviewed" in response["HX-Trigger"]
+    response = reviewer.post(reverse("tracer:run-review", args=[stopped.pk]), {"verdict": "expected"}, headers=HTMX)
+    assert response.status_code == 200 and "runReviewed" in response["HX-Trigger"]
     assert StopReview.objects.get(run=stopped).verdict == "expected"
     assert reviewer.get(reverse("tracer:compare"), {"a": starter.pk, "b": stopped.pk}).status_code == 200
 
@@ -133,6 +118,6 @@ def test_a_plain_user_browses_but_cannot_review(plain_user):
     stopped = guard_stop()
     doc = page(plain_user.get(reverse("tracer:stops")))
     assert f"Run #{stopped.pk}" in doc.text and "Save review" not in doc.texts("button")
-    assert "Reviewing stops needs the reviewer role." in doc.one(f"#stop-{stopped.pk}").text
-    response = plain_user.post(reverse("tracer:stop-review", args=[stopped.pk]), {"verdict": "expected"})
+    assert "Reviewing runs needs the reviewer role." in doc.one(f"#stop-{stopped.pk}").text
+    response = plain_user.post(reverse("tracer:run-review", args=[stopped.pk]), {"verdict": "expected"})
     assert response.status_code == 403 and not StopReview.objects.exists()

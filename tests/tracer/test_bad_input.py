@@ -31,15 +31,15 @@ HTMX = {"HX-Request": "true"}
 def test_a_review_without_javascript_goes_back_only_to_a_path_on_this_site(admin_client, next_url):
     run = guard_stop()
     response = admin_client.post(
-        reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "next": next_url}
+        reverse("tracer:run-review", args=[run.pk]), {"verdict": "expected", "next": next_url}
     )
-    assert response.status_code == 302 and response["Location"] == reverse("tracer:stops")
+    assert response.status_code == 302 and response["Location"] == reverse("tracer:run", args=[run.pk])
 
 
 def test_a_review_goes_back_to_the_stop_queue_page_it_came_from(admin_client):
     run = guard_stop()
     back = "/stops/?state=reviewed&page=2"
-    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "next": back})
+    response = admin_client.post(reverse("tracer:run-review", args=[run.pk]), {"verdict": "expected", "next": back})
     assert response["Location"] == back
 
 
@@ -157,7 +157,7 @@ def test_a_nul_character_in_any_parameter_is_a_400_naming_it(admin_client, url, 
 
 def test_a_nul_character_in_a_form_value_is_a_400_naming_it(admin_client):
     run = guard_stop()
-    response = admin_client.post(reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "note": "\x00"})
+    response = admin_client.post(reverse("tracer:run-review", args=[run.pk]), {"verdict": "expected", "note": "\x00"})
     assert response.status_code == 400 and "“note”" in response.content.decode()
 
 

@@ -79,6 +79,20 @@ def test_run_agent_refuses_claude_without_an_api_key_before_recording_anything(s
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize("after", [0, 1], ids=["before-its-first-step", "after-a-step"])
+def test_run_agent_fails_for_a_claude_run_that_crashed(fake_api, settings, after):
+    """A crashed run is a failure for a script or CI (exit code 1), whenever it crashed; a run the API
+    overloaded after one tool call crashed after that step."""
+    from tests.fake_messages_api import error
+
+    settings.ANTHROPIC_API_KEY = fake_api.key
+    fake_api.script(*([None] * after), error(401))  # None: the automatic model answers that request
+    with pytest.raises(CommandError, match="crashed " + ("after 1 step:" if after else "before its first step")):
+        call(*REFUND, "--model", "claude")
+    run = Run.objects.get()
+    assert run.stop_reason == "crashed" and run.step_count == after and "401" in run.error
+
+
 def test_run_experiment_expands_all_and_queues_the_runs():
     out = call("run_experiment", "--scenario", "all", "--policy", "starter,structured", "--repeats", "2")
     experiment = Experiment.objects.get()

@@ -20,7 +20,15 @@ from hypothesis import strategies as st
 
 from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter
 from tracer.api import api
-from tracer.forms import CompareForm, ImportForm, LaunchForm, PolicyVariantForm, RunFilterForm, StopReviewForm
+from tracer.forms import (
+    CompareForm,
+    ImportForm,
+    LaunchForm,
+    PolicyVariantForm,
+    RunFilterForm,
+    RunReviewForm,
+    StopFilterForm,
+)
 from tracer.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -33,8 +41,8 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:compare": ([*CompareForm.base_fields, "run"], None, []),
     "tracer:policies": (["policy", "experiment"], None, ["policy-list", "policy-matrix"]),
     "tracer:policy-create": ([], list(PolicyVariantForm.base_fields), ["policy-form"]),
-    "tracer:stops": (["state", "page"], None, ["stop-counts"]),
-    "tracer:stop-review": ([], [*StopReviewForm.base_fields, "next"], ["stop-review"]),
+    "tracer:stops": ([*StopFilterForm.base_fields, "page"], None, ["stop-counts", "stop-cases"]),
+    "tracer:run-review": ([], [*RunReviewForm.base_fields, "next"], ["run-review"]),
     "tracer:launch": ([], list(LaunchForm.base_fields), []),
     "tracer:experiment": ([], None, ["experiment-progress"]),
     "tracer:run-export": ([], None, []),
@@ -99,7 +107,7 @@ def recorded(admin_client, admin_user):
         "tracer:token-revoke": [token_create(user=admin_user, name="probe")[0].pk],
         "tracer:run": runs,
         "tracer:run-steps": runs,
-        "tracer:stop-review": runs,
+        "tracer:run-review": runs,
         "tracer:experiment": [experiment.pk],
         "tracer:run-export": runs,
         "tracer:run-otlp": runs,

@@ -177,6 +177,43 @@ def test_the_heartbeat_stops_by_itself_once_the_run_has_ended(starter):
         heartbeat.stop()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_run_stuck_in_a_call_past_its_time_limit_is_ended_crashed_by_its_heartbeat_and_its_late_step_refused(
+    starter, monkeypatch
+):
+    monkeypatch.setattr(LeaseHeartbeat, "OVERRUN_S", 0.2)
+    run = claimed(run_create(scenario="refund-too-old", policy=starter))
+    step_record(run=run, step=tool_step(1, [ok_attempt(1)]), claim_token=run.claim_token)
+    heartbeat = LeaseHeartbeat(run_id=run.pk, claim_token=run.claim_token, interval_s=30, time_limit_s=0.3).start()
+    try:
+        deadline = time.monotonic() + 10
+        while heartbeat.alive and time.monotonic() < deadline:  # it wakes for the limit, not after 30 s
+            time.sleep(0.05)
+        assert not heartbeat.alive and heartbeat.ended_overdue
+    finally:
+        heartbeat.stop()
+    run.refresh_from_db()
+    assert run.status == Run.Status.FINISHED and run.stop_reason == Run.StopReason.CRASHED
+    assert "RLT_RUN_TIME_LIMIT_S" in run.error and "watchdog" in run.error
+    assert run.steps.count() == 1  # what it did before is kept
+    with pytest.raises(RunNotRunning):  # the stuck call returns: its step is refused
+        step_record(run=run, step=tool_step(2, [ok_attempt(1)]), claim_token=run.claim_token)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_watchdog_leaves_a_run_that_ended_in_time_alone(starter, monkeypatch):
+    monkeypatch.setattr(LeaseHeartbeat, "OVERRUN_S", 0.1)
+    run = claimed(run_create(scenario="refund-too-old", policy=starter))
+    heartbeat = LeaseHeartbeat(run_id=run.pk, claim_token=run.claim_token, interval_s=30, time_limit_s=0.2).start()
+    run_finish(run=run, end=RunEnd(stop_reason=Run.StopReason.FINAL_ANSWER), claim_token=run.claim_token)
+    deadline = time.monotonic() + 10
+    while heartbeat.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    heartbeat.stop()
+    run.refresh_from_db()
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER and not heartbeat.ended_overdue and heartbeat.lost
+
+
 class HeartbeatSpy(LeaseHeartbeat):
     started: list[LeaseHeartbeat] = []
 

@@ -19,7 +19,7 @@ from tests.factories import (
     step_row,
     tool_step,
 )
-from tracer import selectors
+from tracer import reviews, selectors
 from tracer.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -66,10 +66,15 @@ def test_run_list_searches_tool_inputs_and_final_answers():
     assert {r.pk for r in selectors.run_list(filters={"q": "0999"})} == {by_input.pk, by_answer.pk}
 
 
-def test_run_filter_values_lists_known_scenarios_and_policies():
-    refund_too_old_starter()
+def test_run_filter_values_lists_known_scenarios_policies_and_review_tags():
+    run = refund_too_old_starter()
     RunFactory(scenario="", policy_name="")  # imported, unknown
-    assert selectors.run_filter_values() == {"scenarios": ["refund-too-old"], "policies": ["starter"]}
+    reviews.run_review_save(run=run, note="n", tags="zz-last, a-first")
+    assert selectors.run_filter_values() == {
+        "scenarios": ["refund-too-old"],
+        "policies": ["starter"],
+        "tags": ["a-first", "zz-last"],
+    }
 
 
 def test_step_list_after_returns_only_later_steps():

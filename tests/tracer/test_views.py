@@ -13,7 +13,6 @@ from tests.factories import (
     ExperimentFactory,
     RunFactory,
     StepFactory,
-    StopReviewFactory,
     failed_attempt,
     final_step,
     guard_stop,
@@ -22,7 +21,7 @@ from tests.factories import (
     refund_too_old_structured,
     tool_step,
 )
-from tracer.models import PolicyVariant, Run, StopReview
+from tracer.models import PolicyVariant, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -445,71 +444,6 @@ def test_the_policy_list_refreshes_itself_as_a_fragment(admin_client):
     assert fragment_root(doc) == "policy-list"
     assert doc.elements[0]["hx-trigger"].startswith("policyCreated")  # it refreshes on that event
     assert set(PRESET_NAMES) <= set(doc.texts("[id^=variant-] strong"))
-
-
-# --- stops -----------------------------------------------------------------------------------
-
-
-def test_the_stop_queue_shows_the_failing_call_the_other_policy_and_counts(admin_client):
-    stopped = guard_stop(scenario="lookup-stuck")
-    other = RunFactory(scenario="lookup-stuck", policy_name="message", final_answer="No such customer.")
-    RunFactory()
-    doc = get(admin_client, reverse("tracer:stops"))
-    case = doc.one(f"#stop-{stopped.pk}")
-    assert (f"Run #{stopped.pk}", f"/runs/{stopped.pk}/") in case.links
-    calls = case.one(".failing-calls").text
-    assert 'lookup_orders({"customer": "c-404"})' in calls
-    assert "unknown customer c-404 (try 1)" in calls and "unknown customer c-404 (try 3)" in calls
-    beside = case.one(".beside")
-    assert f"Run #{other.pk} under message" in beside.text
-    assert ("compare", f"/compare/?a={stopped.pk}&b={other.pk}") in beside.links
-    assert "Unreviewed 1" in doc.one("#stop-counts").text
-
-
-def test_reviewing_a_stop_saves_the_verdict_and_moves_it_to_reviewed(admin_client):
-    run = guard_stop()
-    response = admin_client.post(
-        reverse("tracer:stop-review", args=[run.pk]),
-        {"verdict": "unhelpful_error", "note": "the message never says the id format"},
-        headers=HTMX,
-    )
-    assert "stopReviewed" in response["HX-Trigger"]
-    assert "unhelpful error message" in page(response).one("p.reviewed").text
-    review = StopReview.objects.get(run=run)
-    assert review.verdict == "unhelpful_error" and review.note == "the message never says the id format"
-    assert get(admin_client, reverse("tracer:stops"), {"state": "reviewed"}).select(f"#stop-{run.pk}")
-    assert not get(admin_client, reverse("tracer:stops")).select(f"#stop-{run.pk}")
-
-
-def test_a_review_without_a_verdict_names_the_field(admin_client):
-    run = guard_stop()
-    doc = page(admin_client.post(reverse("tracer:stop-review", args=[run.pk]), {"note": "x"}, headers=HTMX))
-    assert doc.texts(".error") == ["Verdict: This field is required."]
-    assert not StopReview.objects.exists()
-
-
-def test_a_review_without_javascript_redirects_back(admin_client):
-    run = guard_stop()
-    response = admin_client.post(
-        reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "next": "/stops/?state=all"}
-    )
-    assert response.status_code == 302 and response["Location"] == "/stops/?state=all"
-    assert StopReview.objects.get(run=run).verdict == "expected"
-
-
-def test_a_review_never_redirects_off_site(admin_client):
-    run = guard_stop()
-    response = admin_client.post(
-        reverse("tracer:stop-review", args=[run.pk]), {"verdict": "expected", "next": "https://evil.example/"}
-    )
-    assert response["Location"] == reverse("tracer:stops")
-
-
-def test_the_stop_counts_refresh_as_a_fragment(admin_client):
-    StopReviewFactory(run=guard_stop())
-    doc = get(admin_client, reverse("tracer:stops"), headers=htmx("stop-counts"))
-    assert fragment_root(doc) == "stop-counts"
-    assert [text for text, _ in doc.links] == ["Unreviewed 0", "Reviewed 1", "All 1"]
 
 
 # --- launch ----------------------------------------------------------------------------------

@@ -88,5 +88,7 @@ class Command(BaseCommand):
         if opts["record"]:
             self.stdout.write(f"recorded to {opts['record']}")
         self.stdout.write(f"run {run.pk}: {reverse('tracer:run', args=[run.pk])}")
-        if run.stop_reason == Run.StopReason.CRASHED and not run.step_count:
-            raise CommandError(f"run {run.pk} crashed before its first step: {run.error.splitlines()[0]}")
+        if run.stop_reason == Run.StopReason.CRASHED:  # exit code 1, as a script or CI expects of a failure
+            steps = f"{run.step_count} step{'s' if run.step_count != 1 else ''}"
+            when = f"after {steps}" if run.step_count else "before its first step"
+            raise CommandError(f"run {run.pk} crashed {when}: {(run.error.splitlines() or ['no reason'])[0]}")

@@ -1,0 +1,143 @@
+"""Reviews of runs, written here: a reviewer's annotation of any run, and one review given to every
+identical guard stop at once.
+
+A review holds a verdict override (pass or fail) with the reason the judge was wrong, a note and tags;
+a run a guard stopped also gets why it stopped (``StopReview.verdict``). The judge's verdict stays on
+``Run.verdict``: pages show both ("judge: fail · reviewer: pass — reason"), and what a run counts as
+(``StopReview.effective_verdict``; the policy matrix's passes) is the override where there is one.
+
+Identical stops (``selectors.stop_signature``): the same scenario, policy and stop reason, and the same
+failing tool and error at the end. Every write checks every field first and raises one
+``ValidationError`` naming each bad one; then nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from . import selectors
+from .models import ReviewTag, Run, StopReview
+
+TAG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+MAX_TAGS = 10
+MAX_TEXT = 2000  # a note's and a reason's longest
+
+
+def review_tags_parse(text: str) -> tuple[list[str], list[str]]:
+    """Tags from what a reviewer typed (commas or spaces between them, any case): the tags, in order
+    and once each, and a message for each one that is not a tag."""
+    tags: list[str] = []
+    bad: list[str] = []
+    for word in re.split(r"[\s,]+", text or ""):
+        tag = word.strip().lower()
+        if not tag:
+            continue
+        if not TAG_PATTERN.fullmatch(tag):
+            bad.append(
+                f"{word[:60]!r} is not a tag: use up to 40 lowercase letters, digits, - and _, "
+                "starting with a letter or digit"
+            )
+        elif tag not in tags:
+            tags.append(tag)
+    if len(tags) > MAX_TAGS:
+        bad.append(f"at most {MAX_TAGS} tags; got {len(tags)}")
+    return tags, bad
+
+
+def run_review_check(
+    *, run: Run, verdict: str, verdict_override: str, override_reason: str, note: str, tags: list[str]
+) -> dict[str, list[str]]:
+    """What is wrong with this review of ``run``, per field (empty: nothing)."""
+    errors: dict[str, list[str]] = {}
+    guard_stop = run.is_guard_stop
+    if run.is_active:
+        errors["run"] = [f"run {run.pk} is still {run.status}: review it once it has ended"]
+    if verdict and verdict not in StopReview.Verdict.values:
+        errors["verdict"] = [f"expected one of: {', '.join(StopReview.Verdict.values)}"]
+    elif guard_stop and not verdict:
+        errors["verdict"] = [f"say why the guard stopped it: one of {', '.join(StopReview.Verdict.labels)}"]
+    elif verdict and not guard_stop:
+        errors["verdict"] = [
+            f"only a run a guard stopped has a stop verdict; run {run.pk} ended with {run.stop_reason}"
+        ]
+    if verdict_override and verdict_override not in Run.Verdict.values:
+        errors["verdict_override"] = [f"expected one of: {', '.join(Run.Verdict.values)}, or blank"]
+    elif verdict_override and verdict_override == run.verdict:
+        errors["verdict_override"] = [f"the judge already said {run.verdict}: an override must differ from it"]
+    if verdict_override and not override_reason.strip():
+        errors["override_reason"] = ["say why the judge was wrong: an override needs a reason"]
+    elif override_reason.strip() and not verdict_override:
+        errors["override_reason"] = ["a reason goes with a verdict override: pick pass or fail, or clear the reason"]
+    for name, text in (("override_reason", override_reason), ("note", note)):
+        if len(text) > MAX_TEXT:
+            errors.setdefault(name, []).append(f"at most {MAX_TEXT} characters; got {len(text)}")
+    if not guard_stop and not (verdict_override or note.strip() or tags):
+        errors["__all__"] = ["nothing to save: give a verdict override with its reason, a note or tags"]
+    return errors
+
+
+def run_review_save(
+    *,
+    run: Run,
+    verdict: str = "",
+    verdict_override: str = "",
+    override_reason: str = "",
+    note: str = "",
+    tags: Iterable[str] | str = (),
+    identical: bool = False,
+    user: Any = None,
+) -> list[StopReview]:
+    """Record (or change) a reviewer's review of ``run``; with ``identical``, of every unreviewed guard
+    stop identical to it too, all in one transaction. ``tags`` replace the review's tags (a string is
+    parsed as a reviewer types it). Returns the reviews written, ``run``'s first.
+
+    Raises ``ValidationError`` naming each bad field; then nothing is written.
+    """
+    if isinstance(tags, str):
+        tags, bad_tags = review_tags_parse(tags)
+    else:
+        tags, bad_tags = review_tags_parse(" ".join(tags))
+    errors = run_review_check(
+        run=run,
+        verdict=verdict,
+        verdict_override=verdict_override,
+        override_reason=override_reason,
+        note=note,
+        tags=tags,
+    )
+    if bad_tags:
+        errors["tags"] = bad_tags
+    if identical and not run.is_guard_stop:
+        errors.setdefault("identical", []).append(f"run {run.pk} was not stopped by a guard: it has no identical stops")
+    others: list[Run] = []
+    if identical and not errors:
+        others = selectors.stops_identical(run=run)
+        for other in others:  # an override must differ from each run's own judge
+            if verdict_override and verdict_override == other.verdict:
+                errors.setdefault("verdict_override", []).append(
+                    f"the judge already said {other.verdict} for identical run {other.pk}: review it on its own"
+                )
+    if errors:
+        raise ValidationError(errors)
+    fields = {
+        "verdict": verdict,
+        "verdict_override": verdict_override,
+        "override_reason": override_reason.strip(),
+        "note": note.strip(),
+        "reviewer": user if user is not None and getattr(user, "is_authenticated", False) else None,
+    }
+    with transaction.atomic():
+        return [_review_write(run=r, fields=fields, tags=tags) for r in [run, *others]]
+
+
+def _review_write(*, run: Run, fields: dict[str, Any], tags: list[str]) -> StopReview:
+    review, _ = StopReview.objects.update_or_create(run=run, defaults=fields)
+    review.tags.exclude(name__in=tags).delete()
+    ReviewTag.objects.bulk_create([ReviewTag(review=review, name=t) for t in tags], ignore_conflicts=True)
+    run.review = review
+    return review
