@@ -102,6 +102,8 @@ class StepRow:
     attempts: list[AttemptRow] = field(default_factory=list)
     is_split: bool = False
     is_cause: bool = False
+    left_ended: bool = False  # run A has no step here or after: it had ended
+    right_ended: bool = False
 
     @property
     def is_gap(self) -> bool:
@@ -688,6 +690,10 @@ def run_divergence(
     rows = align(left, right)
     for row in rows:
         row.attempts = _attempt_rows(row, formats[0], formats[1])
+    left_last = max((i for i, row in enumerate(rows) if row.left is not None), default=-1)
+    right_last = max((i for i, row in enumerate(rows) if row.right is not None), default=-1)
+    for i, row in enumerate(rows):
+        row.left_ended, row.right_ended = i > left_last, i > right_last
     divergence = Divergence(rows=rows, split=None, cause=None, comparable=comparable)
     stops = {"A": left_stop, "B": right_stop}
     split = next((s for i in range(len(rows)) if (s := _split_in(rows, i, stops)) is not None), None)

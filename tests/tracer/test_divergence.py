@@ -540,3 +540,12 @@ def test_outcomes_alike_but_for_the_message_name_each_message():
         "validation · not retryable (bad date)",
         "validation · not retryable (no room)",
     )
+
+
+def test_rows_after_a_runs_last_step_say_that_run_had_ended():
+    result = compare(
+        simulated("stuck-model", variant("unguarded", consecutive_error_limit=0)),
+        simulated("stuck-model", "structured"),
+    )
+    assert [r.right_ended for r in result.rows] == [False] * 3 + [True] * 7
+    assert not any(r.left_ended for r in result.rows)
