@@ -173,10 +173,20 @@ def test_a_run_the_agent_core_cannot_start_ends_crashed_with_its_reason():
 
 
 def test_a_run_past_its_time_limit_is_stopped_after_the_current_step(settings):
-    settings.RLT_RUN_TIME_LIMIT_S = 0
+    settings.RLT_RUN_TIME_LIMIT_S = 1
+    settings.RLT_STEP_DELAY_S = 1.1  # the first step ends past the limit
     run = queued("stuck-model", "starter")
     run_execute_task(run.pk)
     run.refresh_from_db()
     assert run.stop_reason == Run.StopReason.CRASHED
-    assert "the run went on for more than 0 s (RLT_RUN_TIME_LIMIT_S) and was stopped" in run.error
+    assert "the run went on for more than 1 s (RLT_RUN_TIME_LIMIT_S) and was stopped" in run.error
     assert run.step_count == run.steps.count() == 1
+
+
+def test_a_run_with_no_time_left_does_not_ask_the_model(settings):
+    settings.RLT_RUN_TIME_LIMIT_S = 0
+    run = queued("stuck-model", "starter")
+    run_execute_task(run.pk)
+    run.refresh_from_db()
+    assert run.stop_reason == Run.StopReason.CRASHED and run.step_count == 0
+    assert run.error.startswith("the run's time limit (0 s, RLT_RUN_TIME_LIMIT_S) was reached before the model")
