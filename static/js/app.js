@@ -85,3 +85,18 @@ function keyboardCards(event) {
   event.preventDefault();
 }
 document.addEventListener("keydown", keyboardCards);
+
+// .table-wrap: a table wider than its frame scrolls inside it, and [data-overflowing] makes the frame
+// say so (app.css). Measured when the page loads, when a frame changes size and after each swap.
+const overflowWatch = new ResizeObserver((entries) => entries.forEach((entry) => markOverflow(entry.target)));
+function markOverflow(wrap) {
+  wrap.toggleAttribute("data-overflowing", wrap.scrollWidth > wrap.clientWidth + 1);
+}
+function watchTableWraps() {
+  document.querySelectorAll(".table-wrap").forEach((wrap) => {
+    overflowWatch.observe(wrap);
+    markOverflow(wrap);
+  });
+}
+document.addEventListener("DOMContentLoaded", watchTableWraps);
+document.addEventListener("htmx:afterSettle", watchTableWraps);
