@@ -107,8 +107,8 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
 
 @admin.register(StopReview)
 class StopReviewAdmin(admin.ModelAdmin):
-    list_display = ("run", "verdict", "reviewer", "reviewed_at")
-    list_filter = ("verdict",)
+    list_display = ("run", "verdict", "verdict_override", "reviewer", "reviewed_at")
+    list_filter = ("verdict", "verdict_override")
     raw_id_fields = ("run",)
 
     def get_readonly_fields(self, request, obj=None):

@@ -246,6 +246,16 @@ def test_a_max_steps_card_does_not_say_errors_tripped_it(admin_client):
     assert "It used every step it was allowed; the last 2 failed in a row" in case.text
 
 
+def test_a_max_steps_run_page_does_not_say_errors_tripped_it(admin_client):
+    stopped = max_steps_stop()
+    banner = get(admin_client, reverse("tracer:run", args=[stopped.pk])).one(".banner")
+    assert "Guard: stopped at the 4-step limit. It used every step it was allowed; the last 2 failed" in banner.text
+    assert "tripped" not in banner.text
+    consecutive = guard_stop()
+    banner = get(admin_client, reverse("tracer:run", args=[consecutive.pk])).one(".banner")
+    assert "Guard: 3 tool errors in a row. The errors that tripped it:" in banner.text
+
+
 def test_reviewing_a_stop_saves_why_it_stopped_and_moves_it_to_reviewed(admin_client):
     run = guard_stop()
     response = admin_client.post(
