@@ -30,7 +30,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Value
+from django.db.models import F, Subquery, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
@@ -278,7 +278,8 @@ def _end_fields(*, end: RunEnd, finished_at: datetime | None) -> dict[str, Any]:
 
 
 def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: datetime | None = None) -> bool:
-    """Store how a run ended and count it in its experiment.
+    """Store how a run ended and count it in its experiment; a sub-agent's run adds its tokens to its
+    parent's, so a coordinator's total is what the whole run spent (its own steps' tokens stay on them).
 
     False, writing nothing, if it had already finished or (under ``claim_token``) another claim holds it.
     ``finished_at``: when the run ended, for runs recorded after the fact (imports); now by default.
@@ -291,6 +292,12 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
         updated = _writable(run_id=run.pk, claim_token=claim_token).update(**fields)
         if updated and run.experiment_id and run.parent_id is None:
             Experiment.objects.filter(pk=run.experiment_id).update(finished_runs=F("finished_runs") + 1)
+        if updated and run.parent_id is not None:
+            child = Run.objects.filter(pk=run.pk)
+            Run.objects.filter(pk=run.parent_id).update(
+                input_tokens=F("input_tokens") + Subquery(child.values("input_tokens")[:1]),
+                output_tokens=F("output_tokens") + Subquery(child.values("output_tokens")[:1]),
+            )
     if updated:
         run.status = Run.Status.FINISHED
         run.stop_reason = end.stop_reason

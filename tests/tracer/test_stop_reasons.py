@@ -2,6 +2,7 @@
 fake API (tests/fake_messages_api.py) through the worker's path, ``run_execute``."""
 
 import pytest
+from django.db.models import Sum
 from django.urls import reverse
 
 from tests.dom import page
@@ -77,3 +78,17 @@ def test_the_run_list_filters_by_the_new_stop_reasons(fake_api, starter, admin_c
     badges = page(admin_client.get(reverse("tracer:runs"))).texts("#run-rows .stop")
     assert {"Max Tokens", "Refusal", "Final Answer"} <= set(badges)
 
+
+def test_a_coordinators_total_counts_its_sub_agents_tokens(starter, admin_client):
+    run = run_create(scenario="coordinator-partial", policy=starter)
+    run = run_execute(run_id=run.pk, worker_name="celery@here")
+    run.refresh_from_db()
+    children = list(run.children.all())
+    own = Step.objects.filter(run=run).aggregate(i=Sum("input_tokens"), o=Sum("output_tokens"))
+    assert children and all(c.input_tokens > 0 for c in children)
+    assert run.input_tokens == own["i"] + sum(c.input_tokens for c in children)
+    assert run.output_tokens == own["o"] + sum(c.output_tokens for c in children)
+    doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
+    assert f"{run.input_tokens} in · {run.output_tokens} out" in doc.one("#run-status").text
+    note = f"({sum(c.input_tokens for c in children)} in · {sum(c.output_tokens for c in children)} out)"
+    assert note in doc.text
