@@ -5,10 +5,11 @@ import pytest
 from django.db.models import Sum
 from django.urls import reverse
 
+from tests.conftest import WorkerProcess, purge_test_queue, wait_until
 from tests.dom import page
-from tests.fake_messages_api import refusal, truncated_text, truncated_tool_use
+from tests.fake_messages_api import pause_turn, refusal, truncated_text, truncated_tool_use
 from tracer.execution import run_execute
-from tracer.experiments import run_create
+from tracer.experiments import experiment_launch, run_create
 from tracer.models import Run, Step
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +40,7 @@ def test_a_cut_off_tool_use_is_stored_unexecuted_and_the_run_ends_max_tokens(fak
     )
     doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
     banner = doc.one(".banner").text
-    assert "Stopped: Max Tokens" in banner and "API stop_reason: max_tokens" in banner
+    assert "Stopped: Max tokens" in banner and "API stop_reason: max_tokens" in banner
     assert "which was not executed" in banner
     shown = doc.one("#step-1").text
     assert "Model stopped" in shown and "not executed" in shown and "Refunding <b>now</b>." in shown  # escaped
@@ -76,7 +77,7 @@ def test_the_run_list_filters_by_the_new_stop_reasons(fake_api, starter, admin_c
     assert listed("refusal") == {reverse("tracer:run", args=[refused.pk])}
     assert reverse("tracer:run", args=[answered.pk]) in listed("final_answer")
     badges = page(admin_client.get(reverse("tracer:runs"))).texts("#run-rows .stop")
-    assert {"Max Tokens", "Refusal", "Final Answer"} <= set(badges)
+    assert {"Max tokens", "Refusal", "Final answer"} <= set(badges)
 
 
 def test_a_coordinators_total_counts_its_sub_agents_tokens(starter, admin_client):
@@ -92,3 +93,39 @@ def test_a_coordinators_total_counts_its_sub_agents_tokens(starter, admin_client
     assert f"{run.input_tokens} in · {run.output_tokens} out" in doc.one("#run-status").text
     note = f"({sum(c.input_tokens for c in children)} in · {sum(c.output_tokens for c in children)} out)"
     assert note in doc.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_ends_cut_off_and_refused_runs_with_their_stop_reasons_and_continues_a_paused_turn(
+    fake_api, admin_client
+):
+    purge_test_queue()
+    worker = WorkerProcess(env=fake_api.env)
+    try:
+        worker.wait_ready()
+
+        def executed_by_the_worker(*behaviours) -> Run:
+            fake_api.script(*behaviours)
+            experiment = experiment_launch(
+                scenarios=["refund-too-old"], policies=["structured"], model_backend="claude"
+            )
+            return wait_until(
+                lambda: Run.objects.filter(experiment=experiment, status=Run.Status.FINISHED).first(),
+                timeout=60,
+                what="the run to end",
+                worker=worker,
+            )
+
+        cut = executed_by_the_worker(truncated_tool_use("process_refund"))
+        assert (cut.stop_reason, cut.api_stop_reason, cut.tool_call_count) == ("max_tokens", "max_tokens", 0)
+        assert "not executed" in page(admin_client.get(reverse("tracer:run", args=[cut.pk]))).one("#step-1").text
+
+        refused = executed_by_the_worker(refusal("No."))
+        assert (refused.stop_reason, refused.api_stop_reason, refused.final_answer) == ("refusal", "refusal", "")
+
+        paused = executed_by_the_worker(pause_turn("Looking."))
+        assert (paused.stop_reason, paused.api_stop_reason) == ("final_answer", "end_turn")
+        assert Step.objects.get(run=paused, index=1).text == "Looking."
+        assert fake_api.bodies()[-2]["messages"][-1]["role"] == "assistant"  # the continuation
+    finally:
+        worker.stop()
