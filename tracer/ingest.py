@@ -284,6 +284,7 @@ class StepIn(_Schema):
     output_tokens: Count = 0
     text: Text = ""
     model_attempts: list[ModelAttemptIn] = Field(default_factory=list)  # of the model call that made it
+    api_stop_reason: Annotated[Text, Field(max_length=40)] = ""  # the Messages API's, for the response that made it
 
     def to_event(self, *, index: int) -> StepEvent:
         """The ``StepEvent`` the recorder writes, with omitted fields made from the attempts."""
@@ -335,6 +336,7 @@ class StepIn(_Schema):
             output_tokens=self.output_tokens,
             text=self.text or None,
             model_attempts=[a.to_model_attempt() for a in self.model_attempts],
+            api_stop_reason=self.api_stop_reason or None,
         )
 
 
@@ -358,6 +360,7 @@ class RunMeta(_Schema):
     verdict_reason: Text = ""
     error: Text = ""
     guard: Annotated[Text, Field(max_length=200)] = ""
+    api_stop_reason: Annotated[Text, Field(max_length=40)] = ""  # the Messages API's, of the last response
     started_at: Moment | None = None
     finished_at: Moment | None = None
     labels: dict[Annotated[str, Field(max_length=100)], Scalar] = Field(default_factory=dict)
@@ -373,6 +376,7 @@ class RunEndIn(_Schema):
     verdict_reason: Text = ""
     error: Text = ""
     guard: Annotated[Text, Field(max_length=200)] = ""
+    api_stop_reason: Annotated[Text, Field(max_length=40)] = ""
     finished_at: Moment | None = None
     transcript: Any = None
 
@@ -813,9 +817,11 @@ def _step_dict(step: StepEvent | Step) -> dict[str, Any]:
     if isinstance(step, Step):
         attempts = step.attempts or []
         model_attempts = step.model_attempts or []
+        api_stop_reason = step.api_stop_reason
     else:
         attempts = [a.to_dict() for a in step.attempts]
         model_attempts = [a.to_dict() for a in step.model_attempts]
+        api_stop_reason = step.api_stop_reason
     return recording._jsonable(
         {
             "index": step.index,
@@ -834,6 +840,7 @@ def _step_dict(step: StepEvent | Step) -> dict[str, Any]:
             "output_tokens": step.output_tokens,
             "text": step.text or "",
             **({"model_attempts": model_attempts} if model_attempts else {}),
+            **({"api_stop_reason": api_stop_reason} if api_stop_reason else {}),
         }
     )
 
@@ -859,6 +866,7 @@ def _run_end(*, end: RunMeta | RunEndIn, events: Sequence[StepEvent] | None, las
         verdict=verdict,
         error=end.error,
         guard=end.guard,
+        api_stop_reason=end.api_stop_reason or None,
         transcript=end.transcript if end.transcript not in (None, [], {}) else [],
     )
 
@@ -1231,6 +1239,7 @@ def _run_meta_out(run: Run) -> dict[str, Any]:
         "verdict_reason": run.verdict_reason,
         "error": run.error,
         "guard": run.guard,
+        **({"api_stop_reason": run.api_stop_reason} if run.api_stop_reason else {}),
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "labels": run.labels or {},
