@@ -120,7 +120,7 @@ def test_record_then_replay_of_a_run_with_api_errors_has_the_same_steps_waits_an
 
     def shape(result):
         return (
-            [(s.kind, s.tool_name, [(a.status, a.request_id, a.wait_s) for a in s.model_attempts]) for s in result.steps],
+            [(s.kind, [(a.status, a.request_id, a.wait_s) for a in s.model_attempts]) for s in result.steps],
             result.end.stop_reason,
             result.end.error,
             [(a.status, a.wait_s) for a in result.end.model_attempts],
@@ -146,3 +146,14 @@ def test_an_answer_after_errors_shows_no_error_in_its_final_step(fake_api):
     result = run_scenario("lookup-flaky", "structured", model="claude")
     (only,) = result.steps[0].model_attempts
     assert only.status == 200 and only.error is None and only.request_id == "req_fake000001"
+
+
+def test_a_version_1_cassette_of_answers_only_still_replays(tmp_path):
+    cassette = tmp_path / "v1.json"
+    recorded = run_scenario("refund-too-old", "structured", record_to=cassette)
+    data = json.loads(cassette.read_text())
+    data["version"] = 1
+    data["interactions"] = [{"request": i["request"], "response": i["response"]} for i in data["interactions"]]
+    cassette.write_text(json.dumps(data))
+    replayed = run_scenario("refund-too-old", "structured", model="replay", cassette=cassette)
+    assert replayed.end.final_answer == recorded.end.final_answer and replayed.end.verdict.passed
