@@ -47,7 +47,7 @@ from typing import Any
 import httpx2
 
 from ..persona import Call, Persona, Wording
-from ..vocabulary import ErrorCategory, ModelBackendName
+from ..vocabulary import ApiStopReason, ErrorCategory, ModelBackendName
 from .base import ModelBackend
 
 __all__ = ["MODEL_NAME", "Call", "Persona", "SimulatedBackend", "SimulatedModel", "SimulatedTransport"]
@@ -292,7 +292,7 @@ class SimulatedModel:
             "role": "assistant",
             "model": body.get("model", MODEL_NAME),
             "content": content,
-            "stop_reason": "tool_use" if uses_tool else "end_turn",
+            "stop_reason": ApiStopReason.TOOL_USE if uses_tool else ApiStopReason.END_TURN,
             "stop_sequence": None,
             "usage": {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": len(json.dumps(content)) // 4},
         }

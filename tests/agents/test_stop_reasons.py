@@ -90,3 +90,18 @@ def test_every_step_and_the_run_keep_the_api_stop_reason(fake_api, scenario):
     result = claude_run(scenario)
     assert [s.api_stop_reason for s in result.steps] == ["tool_use", "end_turn"]
     assert result.end.api_stop_reason == "end_turn" and result.end.stop_reason == "final_answer"
+
+
+@pytest.mark.parametrize(
+    "behaviour, stop_reason", [(pause_turn("Looking."), "final_answer"), (truncated_text(), "max_tokens")]
+)
+def test_a_recorded_run_replays_to_the_same_steps_and_stop_reasons(fake_api, tmp_path, behaviour, stop_reason):
+    cassette = tmp_path / "run.json"
+    fake_api.script(behaviour)
+    recorded = run_scenario("refund-too-old", "structured", model="claude", record_to=cassette)
+    replayed = run_scenario("refund-too-old", "structured", model="replay", cassette=cassette)
+    assert recorded.end.stop_reason == replayed.end.stop_reason == stop_reason
+    assert replayed.end.api_stop_reason == recorded.end.api_stop_reason
+    assert [(s.kind, s.api_stop_reason, s.text) for s in replayed.steps] == [
+        (s.kind, s.api_stop_reason, s.text) for s in recorded.steps
+    ]
