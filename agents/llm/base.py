@@ -203,7 +203,8 @@ class ModelClient:
             retryable = False
             retry_after = None
             try:
-                bound = {} if remaining is None else {"timeout": remaining}
+                # A replay answers at once from its cassette, and follows the recorded run's decisions.
+                bound = {} if remaining is None or self.replaying is not None else {"timeout": remaining}
                 raw = self.client.messages.with_raw_response.create(**request, **bound)
                 attempt.status = raw.status_code
                 attempt.request_id = raw.headers.get("request-id")
