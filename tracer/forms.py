@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -11,6 +12,8 @@ from agents.policies import PRESETS, RETRY_FLAG_PATHS
 from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
 from .models import Run, StopReview
+from .search import SEARCH_MIN_CHARS
+from .selectors import RUN_SORTS
 
 BLANK = [("", "any")]
 INHERIT = [("", "as in the base preset")]
@@ -41,7 +44,14 @@ def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
 
 
 class RunFilterForm(forms.Form):
-    q = forms.CharField(required=False, label="search", max_length=200)
+    q = forms.CharField(
+        required=False,
+        label="search",
+        max_length=200,
+        min_length=SEARCH_MIN_CHARS,
+        error_messages={"min_length": f"type {SEARCH_MIN_CHARS} or more characters (this has %(show_value)d)"},
+        help_text="scenario, policy, tool, input, error or answer",
+    )
     scenario = forms.ChoiceField(required=False)
     policy = forms.ChoiceField(required=False)
     model_backend = forms.ChoiceField(
@@ -68,7 +78,11 @@ class RunFilterForm(forms.Form):
         choices=[*BLANK, ("yes", "reviewed"), ("no", "not reviewed"), ("overridden", "verdict overridden")],
     )
     tag = forms.ChoiceField(required=False, label="tag")
-    experiment = IdField(required=False, label="experiment", of="an experiment", widget=forms.HiddenInput)
+    experiment = IdField(required=False, label="experiment", of="an experiment", widget=forms.Select)
+    # the column the list is sorted by (its headers' links set it; a filter keeps it)
+    sort = forms.ChoiceField(
+        required=False, choices=[(s, s) for name in RUN_SORTS for s in (name, f"-{name}")], widget=forms.HiddenInput
+    )
 
     def __init__(
         self, *args: Any, scenarios: list[str], policies: list[str], tags: list[str] | None = None, **kwargs: Any
@@ -78,6 +92,11 @@ class RunFilterForm(forms.Form):
         self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
         self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
         self.fields["tag"].choices = BLANK + [(t, t) for t in tags or []]
+
+    def offer_experiments(self, experiments: Sequence[Any]) -> None:
+        """The experiment filter's choices (``selectors.experiment_choices``); the filter takes any
+        experiment's id, these are the ones offered."""
+        self.fields["experiment"].widget.choices = BLANK + [(e.pk, f"#{e.pk} {e}") for e in experiments]
 
     def filters(self) -> dict[str, Any]:
         """The valid filters, under ``run_list``'s names; an invalid one is left out and shown as an error."""

@@ -207,6 +207,19 @@ class Run(models.Model):
             # The list's source filter; and a sender's run found again by its id (a re-sent trace).
             models.Index(fields=["source", "-created_at", "-id"], name="run_source_created_idx"),
             models.Index(fields=["external_id"], name="run_external_id_idx"),
+            # The runs list's column sorts (``selectors.RUN_SORTS``): top-level runs by one column, ties
+            # by id in the same direction, so a page reads 50 entries of one index either way.
+            *(
+                models.Index(fields=["parent", column, "id"], name=f"run_sort_{name}_idx")
+                for name, column in (
+                    ("scenario", "scenario"),
+                    ("policy", "policy_name"),
+                    ("status", "status"),
+                    ("steps", "step_count"),
+                    ("errors", "error_count"),
+                    ("retries", "retry_count"),
+                )
+            ),
         ]
         # One run per sender's id, per source and owner. Two constraints, because NULLs are distinct
         # in a unique index (``nulls_distinct`` is PostgreSQL 15+ only): one for owned runs, one for

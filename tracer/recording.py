@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,14 +58,21 @@ def _wasted_retries(step: StepEvent) -> int:
 
 
 def _search_text(step: StepEvent) -> str:
+    """What the runs list's search reads of one step: its tool, input, error messages and text."""
     parts = []
     if step.tool_name:
         parts.append(redact_text(step.tool_name))
     if step.input is not None:
         parts.append(json.dumps(_jsonable(step.input), ensure_ascii=False, sort_keys=True))
+    parts += [redact_text(message) for message in _error_messages(a.message for a in step.attempts if not a.ok)]
     if step.text:
         parts.append(redact_text(step.text))
     return " ".join(parts)
+
+
+def _error_messages(messages: Iterable[Any]) -> list[str]:
+    """Each distinct failure message once, in order (a retried call often fails the same way)."""
+    return list(dict.fromkeys(str(m) for m in messages if m))
 
 
 def _jsonable(value: Any) -> Any:
@@ -142,6 +149,7 @@ def _row_search_text(row: Step) -> str:
         parts.append(row.tool_name)
     if row.input is not None:
         parts.append(json.dumps(row.input, ensure_ascii=False, sort_keys=True))
+    parts += _error_messages(a.get("message") for a in row.attempts or [] if isinstance(a, dict) and not a.get("ok"))
     if row.text:
         parts.append(row.text)
     return " ".join(parts)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     Count,
     DurationField,
@@ -27,6 +28,7 @@ from django.db.models.functions import Coalesce, NullIf, RowNumber
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from . import search
 from .divergence import (
     Difference,
     Divergence,
@@ -52,8 +54,9 @@ STEP_FIELDS = ("index", "kind", "tool_name", "input", "attempts", "text", "is_er
 # --- runs ------------------------------------------------------------------------------------
 
 
-def run_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Run]:
-    """Runs, newest first, narrowed by the list page's filters (blank values are ignored)."""
+def run_list(*, filters: dict[str, Any] | None = None, sort: str = "") -> QuerySet[Run]:
+    """Runs narrowed by the list page's filters (blank values are ignored), in the order ``sort`` names
+    (``run_sorted``: newest first unless told otherwise)."""
     f = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
     qs = Run.objects.filter(parent__isnull=True).defer(*HEAVY_FIELDS)  # sub-agents are listed on their parent
     for key in ("scenario", "policy_name", "model_backend", "source", "status", "stop_reason", "experiment_id"):
@@ -69,7 +72,8 @@ def run_list(*, filters: dict[str, Any] | None = None) -> QuerySet[Run]:
     if "started_to" in f:
         qs = qs.filter(created_at__date__lte=f["started_to"])
     if "q" in f:
-        qs = qs.filter(Q(search_text__icontains=f["q"]) | Q(final_answer__icontains=f["q"]))
+        qs = search.runs_matching(qs, f["q"])
+    qs = run_sorted(qs, sort=sort, searched="q" in f)
     return run_review_filter(qs, reviewed=f.get("reviewed", ""), tag=f.get("tag", ""))
 
 
@@ -96,11 +100,7 @@ def review_tag_names() -> list[str]:
 def run_filter_values() -> dict[str, list[str]]:
     """The scenarios and policies runs exist for, and the review tags (the list's filter choices), in two
     queries."""
-    pairs = Run.objects.order_by().values_list("scenario", "policy_name").distinct()
-    scenarios, policies = set(), set()
-    for scenario, policy in pairs:
-        scenarios.add(scenario)
-        policies.add(policy)
+    scenarios, policies = run_distinct_values()
     return {
         "scenarios": sorted(s for s in scenarios if s),
         "policies": sorted(p for p in policies if p),
@@ -110,6 +110,145 @@ def run_filter_values() -> dict[str, list[str]]:
 
 def runs_any_active(runs: Iterable[Run]) -> bool:
     return any(run.is_active for run in runs)
+
+
+# --- the runs list: distinct values, sorts, pages, live rows ----------------------------------------
+
+# Each of the two columns' distinct values, read from an index by one probe per value (a skip scan
+# written as a recursive query, which both databases run): the cost grows with the scenarios and
+# policies there are, not with the runs.
+_DISTINCT_SQL = """
+WITH RECURSIVE scenarios(v) AS (
+    SELECT MIN(scenario) FROM tracer_run
+    UNION ALL
+    SELECT (SELECT MIN(scenario) FROM tracer_run WHERE scenario > scenarios.v) FROM scenarios
+    WHERE scenarios.v IS NOT NULL
+), policies(v) AS (
+    SELECT MIN(policy_name) FROM tracer_run
+    UNION ALL
+    SELECT (SELECT MIN(policy_name) FROM tracer_run WHERE policy_name > policies.v) FROM policies
+    WHERE policies.v IS NOT NULL
+)
+SELECT 's', v FROM scenarios WHERE v IS NOT NULL
+UNION ALL
+SELECT 'p', v FROM policies WHERE v IS NOT NULL
+"""
+
+
+def run_distinct_values() -> tuple[list[str], list[str]]:
+    """The scenarios and the policies runs exist for, each sorted, in one query."""
+    with connection.cursor() as cursor:
+        cursor.execute(_DISTINCT_SQL)
+        rows = cursor.fetchall()
+    return sorted(v for kind, v in rows if kind == "s"), sorted(v for kind, v in rows if kind == "p")
+
+
+# The runs list's sortable columns (``?sort=steps``; ``?sort=-steps`` descending). Each has an index on
+# (parent, column, id) (``run_sort_*_idx``) and ties go by id in the same direction, so any sort reads
+# one page of one index; "started" is the default's (parent, created_at, id) index.
+RUN_SORTS = {
+    "run": "id",
+    "scenario": "scenario",
+    "policy": "policy_name",
+    "status": "status",
+    "steps": "step_count",
+    "errors": "error_count",
+    "retries": "retry_count",
+    "started": "created_at",
+}
+DEFAULT_RUN_SORT = "-started"
+
+
+def run_sorted(runs: QuerySet[Run], *, sort: str, searched: bool = False) -> QuerySet[Run]:
+    """``runs`` in the order ``sort`` names (``RUN_SORTS``, ``-`` first for descending); the default,
+    and anything not in ``RUN_SORTS``, is newest first. A search in the default order keeps the order
+    its index hands the matches over in (``search.newest_first_from_index``)."""
+    name = sort.removeprefix("-")
+    if name not in RUN_SORTS or sort == DEFAULT_RUN_SORT:
+        return search.newest_first_from_index(runs) if searched else runs.order_by("-created_at", "-id")
+    sign = "-" if sort.startswith("-") else ""
+    column = RUN_SORTS[name]
+    return runs.order_by(f"{sign}id") if column == "id" else runs.order_by(f"{sign}{column}", f"{sign}id")
+
+
+# The list counts the runs that match up to this many and then says "more than": counting all of
+# them would make every page's cost grow with the history.
+RUN_COUNT_CAP = 1000
+
+
+@dataclass
+class RunPage:
+    """One page of the runs list: its runs, whether older ones follow, and the matches counted up to
+    ``RUN_COUNT_CAP`` (beyond it, ``num_pages`` is None and the page says "more than 1,000")."""
+
+    runs: list[Run]
+    number: int
+    count: int
+    per_page: int
+    has_next: bool
+
+    def __iter__(self):
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    @property
+    def counted_all(self) -> bool:
+        return self.count <= RUN_COUNT_CAP
+
+    @property
+    def count_cap(self) -> int:
+        return RUN_COUNT_CAP
+
+    @property
+    def num_pages(self) -> int | None:
+        return max(1, -(-self.count // self.per_page)) if self.counted_all else None
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_other_pages(self) -> bool:
+        return self.has_previous or self.has_next
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+
+def run_page(*, runs: QuerySet[Run], page: Any, per_page: int) -> RunPage:
+    """Page ``page`` (1 when it is not a page number; the last one when it is past the end) of
+    ``runs``, in two queries: the page and one more run (are there older ones?), and the count up to
+    ``RUN_COUNT_CAP`` + 1."""
+    number = index_or_zero(page) or 1
+    count = runs.order_by()[: RUN_COUNT_CAP + 1].count()
+    if count <= RUN_COUNT_CAP:
+        number = min(number, max(1, -(-count // per_page)))
+    start = (number - 1) * per_page
+    rows = list(runs[start : start + per_page + 1])
+    return RunPage(runs=rows[:per_page], number=number, count=count, per_page=per_page, has_next=len(rows) > per_page)
+
+
+def run_version(run: Run) -> str:
+    """What the list's live poll compares: a row changes when its run records a step or ends."""
+    return f"{run.pk}.{run.step_count}.{run.status}"
+
+
+def run_rows_changed(*, versions: dict[int, str]) -> tuple[list[Run], list[Run]]:
+    """Of the runs ``versions`` names (id: ``run_version`` as the page shows it), those whose row
+    changed since, newest first, and those still active (whose versions the next poll sends), in two
+    queries whatever their number (the runs, their review tags)."""
+    if not versions:
+        return [], []
+    runs = Run.objects.filter(pk__in=list(versions)).defer(*HEAVY_FIELDS).order_by("-id")
+    runs = list(run_review_filter(runs))
+    return [r for r in runs if run_version(r) != versions[r.pk]], [r for r in runs if r.is_active]
 
 
 def run_get(*, pk: int) -> Run:

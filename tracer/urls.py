@@ -6,6 +6,7 @@ from .otlp import views as otlp_views
 app_name = "tracer"
 urlpatterns = [
     path("", views.run_list, name="runs"),
+    path("runs/live/", views.run_rows_live, name="run-rows-live"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("runs/<int:pk>/steps/", views.run_steps, name="run-steps"),
     path("runs/<int:pk>/review/", views.run_review, name="run-review"),

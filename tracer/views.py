@@ -7,6 +7,9 @@ headers, so the browser never shows a cached fragment as the page (the Back butt
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -48,15 +51,50 @@ fragments = vary_on_headers("HX-Request", "HX-Target")
 @require_GET
 @fragments
 def run_list(request: HttpRequest) -> HttpResponse:
+    """Runs filtered, searched and sorted as the query string says, a page of 50; ``run-table`` and
+    ``run-rows`` are its fragments. While a shown run is active, ``run_rows_live`` refreshes its row."""
     form = RunFilterForm(request.GET, **selectors.run_filter_values())
     form.is_valid()
-    page = Paginator(selectors.run_list(filters=form.filters()), RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"form": form, "page": page, "any_active": selectors.runs_any_active(page)}
+    experiment = form.cleaned_data.get("experiment")
+    form.offer_experiments(selectors.experiment_choices(selected=[experiment] if experiment else []))
+    filters = form.filters()
+    sort = filters.get("sort") or selectors.DEFAULT_RUN_SORT
+    runs = selectors.run_list(filters=filters, sort=sort)
+    page = selectors.run_page(runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE)
+    context = {"form": form, "page": page, "sort": sort, "live": _live_query([r for r in page if r.is_active])}
     if request.htmx.target == "run-rows":
         return render(request, "tracer/run_list.html#run-rows", context)
     if request.htmx.target == "run-table":
         return render(request, "tracer/run_list.html#run-table", context)
     return render(request, "tracer/run_list.html", context)
+
+
+def _live_query(runs: list[Run]) -> str:
+    """The live poll's query string: each active run's ``run_version`` (empty: nothing to poll)."""
+    return urlencode([("v", selectors.run_version(run)) for run in runs])
+
+
+LIVE_VERSION = re.compile(r"([1-9][0-9]{0,18})\.([0-9]{1,10})\.([a-z]{1,10})")
+
+
+@login_required
+@require_GET
+def run_rows_live(request: HttpRequest) -> HttpResponse:
+    """The runs list's live poll. ``?v=<id>.<steps>.<status>`` names each active run as the page shows
+    it; the answer is the rows of those that changed (out of band) and the next poller, which polls
+    only while one of them is still active. When nothing changed: 204, nothing sent, polling goes on."""
+    values = request.GET.getlist("v")[:RUNS_PER_PAGE]
+    versions = {}
+    for value in values:
+        if not LIVE_VERSION.fullmatch(value):
+            message = f"v: expected <run id>.<steps>.<status>, such as 12.3.running; got {value[:40]!r}"
+            return render(request, "400.html", {"message": message}, status=400)
+        versions[int(value.partition(".")[0])] = value
+    changed, active = selectors.run_rows_changed(versions=versions)
+    if not changed:
+        return HttpResponse(status=204)
+    context = {"changed": changed, "live": _live_query(active)}
+    return render(request, "tracer/run_list.html#run-live-update", context)
 
 
 @login_required

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import guard_stop
-from tracer import selectors
+from tracer import search, selectors
 
 pytestmark = [
     pytest.mark.django_db,
@@ -59,3 +59,35 @@ def test_the_stop_queue_finds_other_policies_runs_in_a_covering_index():
     run = guard_stop()
     found = captured_plan(lambda: selectors.stop_cases(runs=[run]), 'MAX("tracer_run"."id")')
     assert "COVERING INDEX run_matrix_cover_idx" in found
+
+
+# --- the runs list's search, sorts, count and filter choices (issue 13) --------------------------
+
+
+@pytest.mark.skipif(not search.fts_supported(), reason="SQLite older than 3.34: no trigram tokenizer")
+def test_a_search_reads_the_trigram_table_newest_first_and_stops_at_the_page():
+    found = queryset_plan(selectors.run_list(filters={"q": "laptop"})[:51])
+    assert "VIRTUAL TABLE" in found and "tracer_run_search" in found
+    assert "TEMP B-TREE" not in found  # the table hands matches over by id, newest first
+    assert "SCAN tracer_run " not in found and "LIST SUBQUERY" not in found
+
+
+@pytest.mark.parametrize("name", ["scenario", "policy", "status", "steps", "errors", "retries"])
+@pytest.mark.parametrize("direction", ["", "-"])
+def test_each_column_sort_reads_its_index_in_order(name, direction):
+    found = queryset_plan(selectors.run_list(filters={}, sort=f"{direction}{name}")[:51])
+    assert f"run_sort_{name}_idx" in found
+    assert "TEMP B-TREE" not in found
+
+
+def test_the_run_count_stops_at_its_cap():
+    with CaptureQueriesContext(connection) as ctx:
+        selectors.run_page(runs=selectors.run_list(filters={}), page=1, per_page=50)
+    [count] = [q["sql"] for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+    assert f"LIMIT {selectors.RUN_COUNT_CAP + 1}" in count
+
+
+def test_the_filter_choices_probe_an_index_per_value_instead_of_reading_every_run():
+    found = captured_plan(selectors.run_distinct_values, "WITH RECURSIVE")
+    assert "SCAN tracer_run" not in found
+    assert "run_scen_pol_created_idx" in found and "run_policy_idx" in found

@@ -103,14 +103,6 @@ def test_the_run_list_names_a_bad_filter_and_ignores_it(admin_client):
     assert doc.one("#run-rows").hrefs == [f"/runs/{run.pk}/"]
 
 
-def test_the_run_list_polls_only_while_a_shown_run_is_active(admin_client):
-    RunFactory()
-    assert get(admin_client, reverse("tracer:runs")).pollers == []
-    RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="")
-    [poller] = get(admin_client, reverse("tracer:runs")).pollers
-    assert poller["id"] == "run-rows" and poller["hx-get"] == reverse("tracer:runs")
-
-
 def test_htmx_polling_the_run_list_gets_only_the_rows(admin_client):
     run = RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="")
     doc = get(admin_client, reverse("tracer:runs"), headers=htmx("run-rows"))
