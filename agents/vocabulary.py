@@ -85,3 +85,9 @@ class ToolTransport(StrEnum):
 
     IN_PROCESS = "in_process"  # the tool functions are called in the harness's own process
     MCP = "mcp"  # an MCP server (official `mcp` SDK) serves them; the harness is its client
+
+
+def in_words(term: str) -> str:
+    """A term as every page words it: ``final_answer`` is "Final answer" (the run's stop banner, a
+    step's heading, the filters and the compare table alike)."""
+    return term.replace("_", " ").capitalize()

@@ -26,7 +26,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from agents.policies import RETRY_FLAG_PATHS, Policy
-from agents.vocabulary import ErrorFormat, RetryRule, StepKind, StopReason
+from agents.vocabulary import ErrorFormat, RetryRule, StepKind, StopReason, in_words
 
 
 def canonical(value: Any) -> str:
@@ -737,4 +737,9 @@ SUMMARY_FIELDS = (
 
 def run_differences(left: Any, right: Any) -> list[Difference]:
     """The compare page's summary: each measure of run A against run B."""
-    return [Difference(label, getattr(left, attr), getattr(right, attr)) for label, attr in SUMMARY_FIELDS]
+
+    def value(run: Any, attr: str) -> Any:
+        found = getattr(run, attr)
+        return in_words(found) if attr == "stop_reason" and found else found  # as every page words it
+
+    return [Difference(label, value(left, attr), value(right, attr)) for label, attr in SUMMARY_FIELDS]

@@ -22,12 +22,12 @@ def vocabulary_choices(
 ) -> type[models.TextChoices]:
     """``TextChoices`` with the members of an ``agents.vocabulary`` enum: the same names and values.
 
-    Labels are Django's (``FINAL_ANSWER``: "Final Answer"), or the values themselves with
-    ``plain_labels``. ``extra`` adds values that only the tracer knows (name: value).
+    Labels are ``vocabulary.in_words`` (``final_answer``: "Final answer"), the one wording every page
+    uses, or the values themselves with ``plain_labels``. ``extra`` adds values that only the tracer
+    knows (name: value).
     """
     members = [(m.name, m.value) for m in terms] + list((extra or {}).items())
-    if plain_labels:
-        members = [(name, (value, value)) for name, value in members]
+    members = [(name, (value, value if plain_labels else vocabulary.in_words(value))) for name, value in members]
     return models.TextChoices(qualname.rpartition(".")[2], members, module=__name__, qualname=qualname)
 
 

@@ -84,7 +84,7 @@ def test_a_run_reported_through_the_api_arrives_live_on_its_page(signed_in: Page
     assert api.post(f"/api/runs/{run_id}/finish", json={"verdict": "pass"}).status_code == 200
     expect(page.locator("#step-2")).to_contain_text("239 days old")
     expect(page.locator("#run-status")).to_contain_text("finished")
-    expect(page.locator("#run-status")).to_contain_text("Final Answer")
+    expect(page.locator("#run-status")).to_contain_text("Final answer")
     expect(page.locator("#step-poll")).to_have_count(0)  # polling stopped by itself
 
 

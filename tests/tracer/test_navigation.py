@@ -1,4 +1,4 @@
-"""What every page shares: the navigation (Compare in it), the skip link, and responses
+"""What every page shares: the navigation (Compare in it), the skip link, one wording per term, and responses
 that vary on the htmx headers wherever a page and its fragments share a URL (so Back never shows a
 fragment the browser cached as the page)."""
 
@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils.cache import has_vary_header
 
 from tests.dom import page
-from tests.factories import ExperimentFactory, RunFactory
+from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +63,21 @@ def test_the_skip_link_is_first_and_leads_to_the_content(admin_client):
     first = doc.one("body").select("a")[0]
     assert first.text == "Skip to the content" and first["href"] == "#main"
     assert doc.select("main#main")
+
+
+def test_a_stop_reason_reads_the_same_on_every_page(admin_client):
+    answered = refund_too_old_starter()
+    stopped = guard_stop()
+    texts = {
+        "runs list": page(admin_client.get(reverse("tracer:runs"))).text,
+        "run page": page(admin_client.get(reverse("tracer:run", args=[answered.pk]))).text,
+        "compare": page(admin_client.get(reverse("tracer:compare"), {"a": answered.pk, "b": stopped.pk})).text,
+        "stop queue": page(admin_client.get(reverse("tracer:stops"))).text,
+    }
+    for where, text in texts.items():
+        assert "final_answer" not in text and "Final Answer" not in text, where
+        assert "consecutive_errors" not in text and "Consecutive Errors" not in text, where
+    assert "Stopped: Final answer" in texts["run page"]
+    assert "Final answer" in texts["runs list"] and "Consecutive errors" in texts["runs list"]
+    assert "Final answer" in texts["compare"] and "Consecutive errors" in texts["compare"]
+    assert "Consecutive errors" in texts["stop queue"]

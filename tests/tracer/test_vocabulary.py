@@ -54,8 +54,9 @@ def test_model_fields_offer_those_choices(model, field, choices):
     assert model._meta.get_field(field).choices == choices.choices
 
 
-def test_the_stop_reasons_are_labelled_as_the_pages_always_showed_them():
-    assert dict(Run.StopReason.choices)[StopReason.CONSECUTIVE_ERRORS] == "Consecutive Errors"
+def test_the_stop_reasons_are_labelled_in_words_as_every_page_says_them():
+    assert dict(Run.StopReason.choices)[StopReason.CONSECUTIVE_ERRORS] == "Consecutive errors"
+    assert dict(Run.StopReason.choices)[StopReason.FINAL_ANSWER] == "Final answer"
     assert Run.ModelBackend.SIMULATED.label == "simulated"
 
 
