@@ -71,7 +71,9 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     # Back on the experiment: both finished; open the compare pair.
     page.go_back()
     expect(page.locator("#experiment-progress")).to_contain_text("2 of 2 runs finished — done", timeout=30_000)
-    page.get_by_role("link", name=re.compile(r"refund-too-old: starter #\d+ vs structured #\d+")).click()
+    pair = page.locator(".pairs").get_by_role("link", name="refund-too-old")
+    expect(pair).to_have_attribute("title", re.compile(r"^starter #\d+ vs structured #\d+$"))
+    pair.click()
 
     split = page.locator(".pair.is-split")
     expect(split).to_have_count(1)
