@@ -1,13 +1,15 @@
 """The Messages API's stop_reason as the dashboard keeps and shows it: claude runs executed against the
 fake API (tests/fake_messages_api.py) through the worker's path, ``run_execute``."""
 
+import json
+
 import pytest
 from django.db.models import Sum
 from django.urls import reverse
 
 from tests.conftest import WorkerProcess, purge_test_queue, wait_until
 from tests.dom import page
-from tests.fake_messages_api import pause_turn, refusal, truncated_text, truncated_tool_use
+from tests.fake_messages_api import pause_turn, refusal, reply, tool_use, truncated_text, truncated_tool_use
 from tracer.execution import run_execute
 from tracer.experiments import experiment_launch, run_create
 from tracer.models import Run, Step
@@ -104,11 +106,9 @@ def test_a_real_worker_ends_cut_off_and_refused_runs_with_their_stop_reasons_and
     try:
         worker.wait_ready()
 
-        def executed_by_the_worker(*behaviours) -> Run:
+        def executed_by_the_worker(*behaviours, scenario="refund-too-old") -> Run:
             fake_api.script(*behaviours)
-            experiment = experiment_launch(
-                scenarios=["refund-too-old"], policies=["structured"], model_backend="claude"
-            )
+            experiment = experiment_launch(scenarios=[scenario], policies=["structured"], model_backend="claude")
             return wait_until(
                 lambda: Run.objects.filter(experiment=experiment, status=Run.Status.FINISHED).first(),
                 timeout=60,
@@ -127,6 +127,21 @@ def test_a_real_worker_ends_cut_off_and_refused_runs_with_their_stop_reasons_and
         assert (paused.stop_reason, paused.api_stop_reason) == ("final_answer", "end_turn")
         assert Step.objects.get(run=paused, index=1).text == "Looking."
         assert fake_api.bodies()[-2]["messages"][-1]["role"] == "assistant"  # the continuation
+
+        # A coordinator whose sub-agent's reply is cut off: the sub-agent ends max_tokens, the
+        # coordinator's call fails saying so, and the coordinator's total counts the sub-agent's tokens.
+        job = "Look up order 1042 for Ana Ruiz."
+        coordinator = executed_by_the_worker(
+            reply(tool_use("run_subagent", {"task": job})),
+            truncated_text("Order 1042 is"),
+            scenario="coordinator-partial",
+        )
+        (child,) = coordinator.children.all()
+        assert (child.stop_reason, child.api_stop_reason) == ("max_tokens", "max_tokens")
+        call = Step.objects.get(run=coordinator, index=1)
+        assert call.is_error and "the model's reply was cut off" in json.dumps(call.result_content)
+        own = Step.objects.filter(run=coordinator).aggregate(i=Sum("input_tokens"))["i"]
+        assert coordinator.input_tokens == own + child.input_tokens > own
     finally:
         worker.stop()
 
