@@ -104,6 +104,8 @@ class StepRow:
     is_cause: bool = False
     left_ended: bool = False  # run A has no step here or after: it had ended
     right_ended: bool = False
+    left_stopped: str = ""  # run A's last step, where a fatal error or a crash ended it: which
+    right_stopped: str = ""
 
     @property
     def is_gap(self) -> bool:
@@ -694,6 +696,10 @@ def run_divergence(
     right_last = max((i for i, row in enumerate(rows) if row.right is not None), default=-1)
     for i, row in enumerate(rows):
         row.left_ended, row.right_ended = i > left_last, i > right_last
+    if left_last >= 0:
+        rows[left_last].left_stopped = _ENDED_ON_FAILURE.get(left_stop, "")
+    if right_last >= 0:
+        rows[right_last].right_stopped = _ENDED_ON_FAILURE.get(right_stop, "")
     divergence = Divergence(rows=rows, split=None, cause=None, comparable=comparable)
     stops = {"A": left_stop, "B": right_stop}
     split = next((s for i in range(len(rows)) if (s := _split_in(rows, i, stops)) is not None), None)

@@ -199,3 +199,14 @@ def test_pairing_costs_the_same_for_2_and_20_runs(admin_client):
         guard_stop(scenario="refund-too-old", experiment=more["starter", 0].experiment)
         RunFactory(policy_name=f"variant-{repeat}")
     assert (queries(admin_client, run_url), queries(admin_client, stops_url)) == few
+
+
+def test_a_fatal_stop_says_no_result_went_to_the_model_where_the_other_run_retried(admin_client):
+    starter, structured = execute("fatal-credentials", "starter"), execute("fatal-credentials", "structured")
+
+    doc = compare(admin_client, starter, structured)
+
+    left, right = doc.one(".attempt-line.is-split").select(".cell")
+    assert "Retry · attempt 2" in left.text
+    assert "no retry: a fatal error ended the run here, and no result went to the model" in right.text
+    assert "Run B stops the run on a fatal error (stop_on_fatal)" in doc.one(".split-summary").text
