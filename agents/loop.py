@@ -27,8 +27,14 @@ from .vocabulary import ApiStopReason, ErrorCategory, ErrorFormat, StepKind, Sto
 
 MAX_TOKENS = 1024
 MAX_PAUSES = 10  # pause_turn continuations of one turn before a guard stops the run
-# The API's stop reasons that end a run: nothing in such a turn is executed.
-ENDS_THE_RUN = (ApiStopReason.MAX_TOKENS, ApiStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED, ApiStopReason.REFUSAL)
+# The API's stop reasons that end a run: nothing in such a turn is executed. A turn still paused
+# after MAX_PAUSES continuations ends it too.
+ENDS_THE_RUN = (
+    ApiStopReason.MAX_TOKENS,
+    ApiStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED,
+    ApiStopReason.REFUSAL,
+    ApiStopReason.PAUSE_TURN,
+)
 EXHAUSTED_ADVICE = "try again later or use another source"
 SWALLOWED: list[Any] = []  # what a harness that swallows failures sends: "no results", as if it worked
 
@@ -227,11 +233,6 @@ class _Run:
         while True:
             turn = self.model_turn()
             self.api_stop_reason = turn.api_stop_reason
-            if turn.api_stop_reason == ApiStopReason.PAUSE_TURN:
-                return RunEnd(
-                    StopReason.MAX_STEPS,
-                    guard=f"the API paused one turn {MAX_PAUSES + 1} times in a row (pause_turn)",
-                )
             text, tokens, uses = turn.text, turn.tokens, turn.uses
             if turn.api_stop_reason in ENDS_THE_RUN:
                 return self.model_stop(turn)
@@ -278,8 +279,9 @@ class _Run:
             self.messages.append({"role": "user", "content": results})
 
     def model_stop(self, turn: ModelTurn) -> RunEnd:
-        """A turn the API cut off (max_tokens) or the model refused: recorded as it came, nothing in it
-        executed (a tool_use cut off mid-input would run with a partial input), and the run ends."""
+        """A turn the API cut off (max_tokens), the model refused, or the API kept pausing: recorded as it
+        came (its tokens count), nothing in it executed (a tool_use cut off mid-input would run with a
+        partial input), and the run ends."""
         cut = turn.uses[-1] if turn.uses else None
         raw_input = cut.get("input") if cut else None
         self.record(
@@ -296,6 +298,10 @@ class _Run:
             )
         )
         said = f": {_quote(turn.text)}" if turn.text else ""
+        if turn.api_stop_reason == ApiStopReason.PAUSE_TURN:
+            return RunEnd(
+                StopReason.MAX_STEPS, guard=f"the API paused one turn {turn.pauses + 1} times in a row (pause_turn)"
+            )
         if turn.api_stop_reason == ApiStopReason.REFUSAL:
             return RunEnd(StopReason.REFUSAL, error=f"the model declined to go on (stop_reason refusal){said}")
         limit = (

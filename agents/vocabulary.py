@@ -26,7 +26,8 @@ class StopReason(StrEnum):
 
 class StepKind(StrEnum):
     """What one step of a run is: a tool_use (with its attempts), the final answer, or the model turn
-    that ended the run without either (cut off by max_tokens, or a refusal): nothing in it is executed."""
+    that ended the run without either (cut off by max_tokens, a refusal, a turn the API kept pausing):
+    nothing in it is executed."""
 
     TOOL_USE = "tool_use"
     FINAL_ANSWER = "final_answer"

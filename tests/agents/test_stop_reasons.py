@@ -83,6 +83,9 @@ def test_a_turn_paused_again_and_again_is_stopped_by_a_guard(fake_api):
     assert result.end.stop_reason == "max_steps"
     assert result.end.guard == f"the API paused one turn {MAX_PAUSES + 1} times in a row (pause_turn)"
     assert len(fake_api.bodies()) == MAX_PAUSES + 1
+    (step,) = result.steps  # the paused turn, unexecuted, with the tokens of all its responses
+    assert (step.kind, step.api_stop_reason) == ("model_stop", "pause_turn")
+    assert step.text.startswith("part 0\npart 1") and step.input_tokens > MAX_PAUSES
 
 
 @pytest.mark.parametrize("scenario", ["lookup-flaky", "refund-too-old"])
