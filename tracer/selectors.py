@@ -896,17 +896,15 @@ def experiment_pairs(*, runs: list[Run], policies: list[str], first_repeat: bool
     """Compare pairs: for each scenario and repeat, the first policy's run against each other policy's;
     with ``first_repeat``, only each scenario's first repeat (one link per scenario and other policy).
 
-    A run that was interrupted and re-run is stood in for by its re-run.
+    A run that was interrupted and re-run is stood in for by its re-run, in its own repeat
+    (``_experiment_repeats``, as "other policy" links pair runs).
     """
+    fields = ("experiment_id", "scenario", "policy_name", "rerun_of_id")
+    place = _experiment_repeats([{"id": run.pk, **{f: getattr(run, f) for f in fields}} for run in runs])
     groups: dict[tuple[str, int], dict[str, Run]] = defaultdict(dict)
-    seen: dict[tuple[str, str], int] = defaultdict(int)
-    replaced = {run.rerun_of_id for run in runs if run.rerun_of_id}
-    for run in runs:
-        if run.pk in replaced:
-            continue
-        repeat = seen[(run.scenario, run.policy_name)]
-        seen[(run.scenario, run.policy_name)] += 1
-        groups[(run.scenario, repeat)][run.policy_name] = run
+    for run in sorted(runs, key=lambda r: r.pk):  # the newest re-run stands in for its repeat
+        _, scenario, policy, repeat = place[run.pk]
+        groups[(scenario, repeat)][policy] = run
     pairs = []
     for (_, repeat), group in groups.items():
         if first_repeat and repeat:

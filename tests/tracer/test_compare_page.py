@@ -210,3 +210,17 @@ def test_a_fatal_stop_says_no_result_went_to_the_model_where_the_other_run_retri
     assert "Retry · attempt 2" in left.text
     assert "no retry: a fatal error ended the run here, and no result went to the model" in right.text
     assert "Run B stops the run on a fatal error (stop_on_fatal)" in doc.one(".split-summary").text
+
+
+def test_the_experiment_pairs_a_re_run_in_the_repeat_of_the_run_it_re_ran():
+    runs = experiment_runs()
+    interrupted = runs["structured", 0]
+    rerun = RunFactory(experiment=interrupted.experiment, policy_name="structured", rerun_of=interrupted)
+    everything = list(Run.objects.filter(experiment=interrupted.experiment).order_by("id"))
+
+    pairs = selectors.experiment_pairs(runs=everything, policies=["starter", "structured"])
+
+    assert [(a.pk, b.pk) for a, b in pairs] == [
+        (runs["starter", 0].pk, rerun.pk),
+        (runs["starter", 1].pk, runs["structured", 1].pk),
+    ]
