@@ -61,6 +61,9 @@ class Experiment(models.Model):
     model_name = models.CharField(max_length=100, blank=True)
     total_runs = models.PositiveIntegerField(default=0)
     finished_runs = models.PositiveIntegerField(default=0)  # kept by the recorder
+    # The pace: seconds a worker pauses after each recorded step of these runs, so a person can watch
+    # them arrive; null: the worker's RLT_STEP_DELAY_S (experiments.STEP_DELAY_MAX_S is the most).
+    step_delay_s = models.FloatField(null=True, blank=True)
     created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
@@ -104,6 +107,9 @@ class Run(models.Model):
     experiment = models.ForeignKey(Experiment, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     label = models.CharField(max_length=200, blank=True)  # a sub-agent's job, e.g. "lookup order 1050"
+    # A sub-agent's: the index of its parent's step that started it (the tool call it ran inside);
+    # null for top-level runs and for sub-agents recorded before this was kept.
+    parent_step = models.PositiveIntegerField(null=True, blank=True)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.AGENT)
     # For runs from outside: the file name, the OTLP service.name, the SDK that sent it…
     source_detail = models.CharField(max_length=200, blank=True)
