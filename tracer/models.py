@@ -185,20 +185,30 @@ class Run(models.Model):
                 fields=["scenario", "policy_name", "parent", "-created_at", "-id"], name="run_scen_pol_created_idx"
             ),
             models.Index(fields=["policy_name"], name="run_policy_idx"),
-            # Covers the policy matrix and the stop queue's "latest finished run per scenario × policy"
-            # (id included: SQLite's indexes hold it anyway, PostgreSQL's need it to skip the table).
+            # Covers the policy matrix (``selectors.matrix_groups``: its filter, then its GROUP BY
+            # columns in order, then every column it sums) and the stop queue's "latest finished run per
+            # scenario × policy" (id included: SQLite's indexes hold it anyway, PostgreSQL's need it to
+            # skip the table).
             models.Index(
                 fields=[
                     "status",
+                    "parent",
                     "scenario",
                     "policy_name",
-                    "parent",
+                    "model_backend",
+                    "experiment",
                     "verdict",
                     "stop_reason",
+                    "source",
                     "tool_call_count",
+                    "retry_count",
                     "wasted_retry_count",
+                    "model_retry_count",
+                    "input_tokens",
+                    "output_tokens",
+                    "started_at",
+                    "finished_at",
                     "id",
-                    "source",  # the matrix counts imported runs per cell
                 ],
                 name="run_matrix_cover_idx",
             ),

@@ -11,20 +11,21 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import (
+    BooleanField,
     Count,
-    DurationField,
     Exists,
     ExpressionWrapper,
     F,
+    FloatField,
+    Func,
     Max,
     OuterRef,
     Q,
     QuerySet,
     Sum,
-    Value,
     Window,
 )
-from django.db.models.functions import Coalesce, NullIf, RowNumber
+from django.db.models.functions import RowNumber
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -453,16 +454,13 @@ def run_compare(*, a_id: int, b_id: int) -> Comparison:
 
 # --- policies --------------------------------------------------------------------------------
 
-# What a run counts as in the matrix: a reviewer's verdict override, else the judge's verdict.
-EFFECTIVE_VERDICT = Coalesce(NullIf("review__verdict_override", Value("")), "verdict")
-
 
 @dataclass
 class Tally:
     """Sums over counted runs: a matrix cell and a policy's totals are each one."""
 
     runs: int = 0
-    passes: int = 0  # by effective verdict (EFFECTIVE_VERDICT)
+    passes: int = 0  # by effective verdict: a reviewer's override, else the judge's
     overridden: int = 0  # runs whose verdict a reviewer overrode
     tool_calls: int = 0
     retries: int = 0  # the harness's tool retries
@@ -481,6 +479,10 @@ class Tally:
     def add(self, other: Tally) -> None:
         for name in TALLY_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def subtract(self, other: Tally) -> None:
+        for name in TALLY_FIELDS:
+            setattr(self, name, getattr(self, name) - getattr(other, name))
 
     @property
     def pass_pct(self) -> int:
@@ -560,65 +562,130 @@ class Matrix:
         return sum(self.backends.values())
 
 
-def matrix_runs(*, experiment_ids: Iterable[int] = (), model_backend: str = "") -> QuerySet[Run]:
-    """The runs the matrix counts: finished top-level runs of a scenario, narrowed to experiments and a
-    model backend when given. A run that was interrupted and re-run is counted once, as its re-run:
-    the interrupted one drops out as soon as its re-run is queued."""
-    runs = Run.objects.filter(status=Run.Status.FINISHED, parent__isnull=True).exclude(scenario="")
-    runs = runs.exclude(Exists(Run.objects.filter(rerun_of=OuterRef("pk"))))
+class Seconds(Func):
+    """Seconds from the second datetime to the first, in SQL: the matrix sums run durations without
+    Django's datetime subtraction, which SQLite computes in a Python function called once per row."""
+
+    output_field = FloatField()
+    arity = 2
+
+    def as_sqlite(self, compiler, connection, **extra):
+        template = "((julianday(%(expressions)s)) * 86400.0)"
+        return self.as_sql(compiler, connection, template=template, arg_joiner=") - julianday(", **extra)
+
+    def as_postgresql(self, compiler, connection, **extra):
+        template = "EXTRACT(EPOCH FROM (%(expressions)s))"
+        return self.as_sql(compiler, connection, template=template, arg_joiner=" - ", **extra)
+
+
+MATRIX_KEYS = ("scenario", "policy_name", "model_backend", "experiment_id")
+
+
+def matrix_scope(*, experiment_ids: Iterable[int] = (), model_backend: str = "", of: str = "") -> Q:
+    """The runs the matrix reads: finished top-level runs of a scenario, narrowed to experiments and a
+    model backend when given (``of``: the path to the run, e.g. ``run__`` from a review)."""
+    scope = Q(**{f"{of}status": Run.Status.FINISHED, f"{of}parent__isnull": True}) & ~Q(**{f"{of}scenario": ""})
     if experiment_ids:
-        runs = runs.filter(experiment_id__in=list(experiment_ids))
+        scope &= Q(**{f"{of}experiment_id__in": list(experiment_ids)})
     if model_backend:
-        runs = runs.filter(model_backend=model_backend)
-    return runs
+        scope &= Q(**{f"{of}model_backend": model_backend})
+    return scope
+
+
+def matrix_groups(runs: QuerySet, *, of: str = "") -> list[dict[str, Any]]:
+    """``runs`` (with ``of``, the runs they lead to, e.g. ``rerun_of__``) summed per scenario, policy,
+    backend and experiment, passes by the judge's verdict; each row's keys come back as ``MATRIX_KEYS``.
+    Rows also split on ``in_scope`` when the queryset annotates it."""
+    extra = ["in_scope"] if "in_scope" in runs.query.annotations else []
+    rows = (
+        runs.order_by()
+        .values(*(of + k for k in MATRIX_KEYS), *extra)
+        .annotate(
+            runs=Count(of + "id"),
+            passes=Count(of + "id", filter=Q(**{of + "verdict": Run.Verdict.PASS})),
+            tool_calls=Sum(of + "tool_call_count"),
+            retries=Sum(of + "retry_count"),
+            wasted_retries=Sum(of + "wasted_retry_count"),
+            model_retries=Sum(of + "model_retry_count"),
+            guard_stops=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.CONSECUTIVE_ERRORS})),
+            max_steps_stops=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.MAX_STEPS})),
+            crashes=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.CRASHED})),
+            interrupted=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.INTERRUPTED})),
+            imported=Count(of + "id", filter=~Q(**{of + "source": Run.Source.AGENT})),
+            tokens=Sum(F(of + "input_tokens") + F(of + "output_tokens")),
+            duration_s=Sum(Seconds(of + "finished_at", of + "started_at")),
+            timed=Count(of + "id", filter=Q(**{of + "started_at__isnull": False, of + "finished_at__isnull": False})),
+        )
+    )
+    return [{**row, **{k: row[of + k] for k in MATRIX_KEYS}} for row in rows if row.get("in_scope", True)]
+
+
+def in_scope(scope: Q) -> ExpressionWrapper:
+    """``scope`` as a value of each row rather than a filter: SQLite's planner, which has no statistics,
+    then starts from the few rows the query's own filter finds (re-runs, overrides) instead of walking
+    every run in scope through the matrix's index."""
+    return ExpressionWrapper(scope, output_field=BooleanField())
+
+
+def matrix_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "") -> dict[tuple, Tally]:
+    """What the matrix counts, per scenario, policy, backend and experiment, in three queries:
+
+    - every run in scope, from ``run_matrix_cover_idx`` alone, in group order;
+    - minus the runs that were interrupted and re-run (their re-runs stand in for them, and are counted
+      by the first query once they finish): read from the re-runs, few;
+    - the reviewers' verdict overrides among the counted runs (read from ``review_override_idx``, few),
+      so a run counts as passed by its effective verdict: the reviewer's override, else the judge's."""
+    narrowing = {"experiment_ids": experiment_ids, "model_backend": model_backend}
+    tallies: dict[tuple, Tally] = {}
+    for g in matrix_groups(Run.objects.filter(matrix_scope(**narrowing))):
+        tallies[tuple(g[k] for k in MATRIX_KEYS)] = Tally(**{name: g.get(name) or 0 for name in TALLY_FIELDS})
+    reruns = Run.objects.filter(rerun_of__isnull=False).annotate(
+        in_scope=in_scope(matrix_scope(**narrowing, of="rerun_of__"))
+    )
+    for g in matrix_groups(reruns, of="rerun_of__"):
+        tallies[tuple(g[k] for k in MATRIX_KEYS)].subtract(Tally(**{n: g.get(n) or 0 for n in TALLY_FIELDS}))
+    overrides = (
+        StopReview.objects.filter(verdict_override__in=Run.Verdict.values)
+        .annotate(
+            in_scope=in_scope(
+                matrix_scope(**narrowing, of="run__") & ~Exists(Run.objects.filter(rerun_of=OuterRef("run_id")))
+            )
+        )
+        .order_by()
+        .values(*(f"run__{k}" for k in MATRIX_KEYS), "run__verdict", "verdict_override", "in_scope")
+        .annotate(n=Count("id"))
+    )
+    for o in overrides:
+        if not o["in_scope"]:
+            continue
+        tally = tallies[tuple(o[f"run__{k}"] for k in MATRIX_KEYS)]
+        tally.overridden += o["n"]
+        judged_pass = o["run__verdict"] == Run.Verdict.PASS
+        if o["verdict_override"] == Run.Verdict.PASS and not judged_pass:
+            tally.passes += o["n"]
+        elif o["verdict_override"] == Run.Verdict.FAIL and judged_pass:
+            tally.passes -= o["n"]
+    for (_, _, backend, _), tally in tallies.items():
+        tally.simulated = tally.runs if backend == Run.ModelBackend.SIMULATED else 0
+    return {key: tally for key, tally in tallies.items() if tally.runs}
 
 
 def policy_matrix(
     *, policies: list[str] | None = None, experiment_ids: Iterable[int] = (), model_backend: str = ""
 ) -> Matrix:
-    """Scenario × policy repair metrics with totals per policy, aggregated in one SQL query."""
-    groups = (
-        matrix_runs(experiment_ids=experiment_ids, model_backend=model_backend)
-        .order_by()
-        .alias(effective_verdict=EFFECTIVE_VERDICT)
-        .values("scenario", "policy_name", "model_backend", "experiment_id")
-        .annotate(
-            runs=Count("id"),
-            passes=Count("id", filter=Q(effective_verdict=Run.Verdict.PASS)),
-            overridden=Count("id", filter=Q(review__verdict_override__in=Run.Verdict.values)),
-            tool_calls=Sum("tool_call_count"),
-            retries=Sum("retry_count"),
-            wasted_retries=Sum("wasted_retry_count"),
-            model_retries=Sum("model_retry_count"),
-            guard_stops=Count("id", filter=Q(stop_reason=Run.StopReason.CONSECUTIVE_ERRORS)),
-            max_steps_stops=Count("id", filter=Q(stop_reason=Run.StopReason.MAX_STEPS)),
-            crashes=Count("id", filter=Q(stop_reason=Run.StopReason.CRASHED)),
-            interrupted=Count("id", filter=Q(stop_reason=Run.StopReason.INTERRUPTED)),
-            imported=Count("id", filter=~Q(source=Run.Source.AGENT)),
-            simulated=Count("id", filter=Q(model_backend=Run.ModelBackend.SIMULATED)),
-            tokens=Sum(F("input_tokens") + F("output_tokens")),
-            duration=Sum(
-                ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()),
-                filter=Q(started_at__isnull=False, finished_at__isnull=False),
-            ),
-            timed=Count("id", filter=Q(started_at__isnull=False, finished_at__isnull=False)),
-        )
-    )
+    """Scenario × policy repair metrics with totals per policy (``matrix_tallies``)."""
     cells: dict[tuple[str, str], MatrixCell] = {}
     matrix = Matrix(policies=[], rows=[], available=[])
     experiments = set()
-    for g in groups:
-        tally = Tally(
-            **{name: g[name] or 0 for name in TALLY_FIELDS if name not in ("duration_s",)},
-            duration_s=g["duration"].total_seconds() if g["duration"] else 0.0,
-        )
-        key = (g["scenario"], g["policy_name"])
-        cells.setdefault(key, MatrixCell(scenario=key[0], policy=key[1])).add(tally)
-        matrix.backends[g["model_backend"]] = matrix.backends.get(g["model_backend"], 0) + g["runs"]
-        if g["experiment_id"] is None:
-            matrix.outside += g["runs"]
+    for (scenario, policy, backend, experiment), tally in matrix_tallies(
+        experiment_ids=experiment_ids, model_backend=model_backend
+    ).items():
+        cells.setdefault((scenario, policy), MatrixCell(scenario=scenario, policy=policy)).add(tally)
+        matrix.backends[backend] = matrix.backends.get(backend, 0) + tally.runs
+        if experiment is None:
+            matrix.outside += tally.runs
         else:
-            experiments.add(g["experiment_id"])
+            experiments.add(experiment)
     matrix.experiments = len(experiments)
     matrix.backends = dict(sorted(matrix.backends.items()))
     matrix.available = sorted({policy for _, policy in cells})
