@@ -208,3 +208,11 @@ class ListRecorder:
         rec = ListRecorder(label)
         self.children.append(rec)
         return rec
+
+
+class RunAborted(BaseException):
+    """The whole run stops, ``crashed``, with this message as its reason: the model side failed inside
+    a sub-agent, or the run ran out of time (``tracer.recording.RunTimeLimitExceeded``).
+
+    A ``BaseException`` so that the tool wrapper around a sub-agent cannot turn it into a tool failure.
+    """

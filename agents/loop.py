@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import error_json
-from .events import Attempt, Recorder, RunEnd, RunStart, StepEvent, Verdict
+from .events import Attempt, Recorder, RunAborted, RunEnd, RunStart, StepEvent, Verdict
 from .llm.base import ModelBackend, ModelClient, ModelError
 from .llm.replay import ReplayMismatch
 from .persona import Persona
@@ -37,13 +37,6 @@ ENDS_THE_RUN = (
 )
 EXHAUSTED_ADVICE = "try again later or use another source"
 SWALLOWED: list[Any] = []  # what a harness that swallows failures sends: "no results", as if it worked
-
-
-class RunAborted(BaseException):
-    """The model side failed inside a sub-agent: the whole run stops.
-
-    A ``BaseException`` so that the tool wrapper around the sub-agent cannot turn it into a tool failure.
-    """
 
 
 class VirtualClock:

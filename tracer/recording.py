@@ -34,7 +34,7 @@ from django.db.models import F, Subquery, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from agents.events import RunEnd, RunStart, StepEvent, model_retries
+from agents.events import RunAborted, RunEnd, RunStart, StepEvent, model_retries
 from agents.redaction import NotJSON
 
 from .models import Experiment, Run, Step
@@ -390,8 +390,10 @@ def imported_run_reset(*, run: Run) -> None:
     run.finished_at = None
 
 
-class RunTimeLimitExceeded(RuntimeError):
-    """Raised into the agent loop after a step when the run has used up ``RLT_RUN_TIME_LIMIT_S``."""
+class RunTimeLimitExceeded(RunAborted):
+    """Raised into the agent loop after a step when the run has used up ``RLT_RUN_TIME_LIMIT_S``. A
+    ``RunAborted``: the run (a coordinator too, when its sub-agent runs out of time) ends ``crashed``
+    with this message as its reason, as it is, without an exception's class name before it."""
 
 
 class RecordingStopped(BaseException):

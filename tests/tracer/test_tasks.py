@@ -183,6 +183,19 @@ def test_a_run_past_its_time_limit_is_stopped_after_the_current_step(settings):
     assert run.step_count == run.steps.count() == 1
 
 
+def test_a_sub_agent_that_runs_out_of_time_ends_its_coordinator_with_the_same_plain_reason(settings):
+    settings.RLT_RUN_TIME_LIMIT_S = 1
+    settings.RLT_STEP_DELAY_S = 0.6  # the sub-agent's steps take the run past its limit
+    run = queued("coordinator-partial", "structured")
+    run_execute_task(run.pk)
+    run.refresh_from_db()
+    reason = "the run went on for more than 1 s (RLT_RUN_TIME_LIMIT_S) and was stopped"
+    assert run.stop_reason == Run.StopReason.CRASHED and run.error == reason
+    children = list(run.children.all())
+    assert children and all(child.status == Run.Status.FINISHED for child in children)
+    assert any(child.error == reason for child in children)
+
+
 def test_a_run_with_no_time_left_does_not_ask_the_model(settings):
     settings.RLT_RUN_TIME_LIMIT_S = 0
     run = queued("stuck-model", "starter")

@@ -336,6 +336,16 @@ def test_compare_without_runs_offers_a_picker_of_recent_runs_by_scenario_and_no_
     assert not picker.select("option[selected]")
 
 
+def test_the_picker_escapes_what_a_trace_named_its_scenario_and_sub_agent(admin_client):
+    run = RunFactory(scenario=SCRIPT, label=SCRIPT)
+    response = admin_client.get(reverse("tracer:compare"))
+    assert SCRIPT not in response.content.decode()
+    doc = page(response)
+    assert all(script.get("src") for script in doc.select("script"))
+    assert doc.one("select[name=a] optgroup")["label"] == SCRIPT
+    assert doc.one(f"select[name=a] option[value='{run.pk}']").text.endswith(SCRIPT)
+
+
 def test_the_picker_compares_the_two_runs_picked(admin_client):
     a, b = refund_too_old_starter(), refund_too_old_structured()
     doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
