@@ -72,9 +72,12 @@ def attempt_outcome(
 
 
 def step_signature(step: Mapping[str, Any]) -> tuple:
-    """What a step did, for alignment: the tool and its input, or the final answer."""
+    """What a step did, for alignment: the tool and its input, the final answer, or a model turn that
+    stopped the run (its API stop reason)."""
     if step.get("kind") == StepKind.FINAL_ANSWER:
         return (StepKind.FINAL_ANSWER,)
+    if step.get("kind") == StepKind.MODEL_STOP:
+        return (StepKind.MODEL_STOP, step.get("api_stop_reason") or "", step.get("tool_name") or "")
     return (StepKind.TOOL_USE, step.get("tool_name") or "", canonical(step.get("input")))
 
 
@@ -125,7 +128,7 @@ class Cause:
 class Split:
     row: int  # index into the aligned rows
     attempt: int | None  # attempt number when the split is a retry one run made and the other did not
-    what: str  # "tool" | "input" | "retry" | "extra step" | "final answer" | "answered"
+    what: str  # "tool" | "input" | "retry" | "extra step" | "final answer" | "answered" | "model stop"
     summary: str  # one sentence, run A first
 
 
@@ -220,6 +223,8 @@ def _describe(step: Mapping[str, Any] | None) -> str:
         return "nothing"
     if step.get("kind") == StepKind.FINAL_ANSWER:
         return "gave its final answer"
+    if step.get("kind") == StepKind.MODEL_STOP:
+        return f"stopped with nothing executed (the API's stop_reason {step.get('api_stop_reason') or 'unknown'})"
     return f"called {step.get('tool_name')}"
 
 
@@ -288,6 +293,10 @@ def _split_in(rows: list[StepRow], index: int, stops: Mapping[str, str]) -> Spli
         return None
     if a_final != b_final:
         return Split(index, None, "answered", f"Run A {_describe(a)}; run B {_describe(b)}.")
+    if StepKind.MODEL_STOP in (a.get("kind"), b.get("kind")):
+        if step_signature(a) != step_signature(b):
+            return Split(index, None, "model stop", f"Run A {_describe(a)}; run B {_describe(b)}.")
+        return None
     if a.get("tool_name") != b.get("tool_name"):
         return Split(index, None, "tool", f"Run A called {a.get('tool_name')}; run B called {b.get('tool_name')}.")
     if canonical(a.get("input")) != canonical(b.get("input")):

@@ -49,7 +49,10 @@ TRAILING_STEPS = 12  # enough to show any consecutive-error guard's streak
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 # Columns the list and queue pages never show: kept out of their queries.
 HEAVY_FIELDS = ("transcript", "search_text", "policy_settings", "task", "verdict_reason", "error", "labels")
-STEP_FIELDS = ("index", "kind", "tool_name", "input", "attempts", "text", "is_error", "category", "retryable")
+STEP_FIELDS = (
+    *("index", "kind", "tool_name", "input", "attempts", "text", "is_error", "category", "retryable"),
+    "api_stop_reason",  # a model_stop step's
+)
 
 
 # --- runs ------------------------------------------------------------------------------------

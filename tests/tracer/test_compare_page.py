@@ -5,6 +5,8 @@ worker calls; pages are read as a person reads them (``tests.dom``)."""
 import pytest
 from django.urls import reverse
 
+from agents.events import StepEvent
+from agents.vocabulary import StepKind
 from tests.dom import page
 from tests.factories import ExperimentFactory, RunFactory, failed_attempt, guard_stop, steps_add, tool_step
 from tests.tracer.test_views_queries import queries
@@ -224,3 +226,28 @@ def test_the_experiment_pairs_a_re_run_in_the_repeat_of_the_run_it_re_ran():
         (runs["starter", 0].pk, rerun.pk),
         (runs["starter", 1].pk, runs["structured", 1].pk),
     ]
+
+
+def test_a_turn_the_api_cut_off_shows_its_stop_reason_and_that_nothing_ran(admin_client):
+    a = RunFactory(stop_reason=Run.StopReason.MAX_TOKENS, verdict=Run.Verdict.FAIL)
+    b = RunFactory()
+    steps_add(a, [tool_step(1, [failed_attempt(1)]), cut_off(2)])
+    steps_add(b, [tool_step(1, [failed_attempt(1)]), tool_step(2, [failed_attempt(1)], input={"order_id": "0872"})])
+
+    doc = compare(admin_client, a, b)
+
+    split = doc.one(".pair.is-split")
+    assert "stop_reason max_tokens" in split.select(".cell")[0].text
+    assert "nothing executed: the model's turn stopped the run" in split.text
+    assert "Run A stopped with nothing executed (the API's stop_reason max_tokens)" in doc.one(".split-summary").text
+
+
+def cut_off(index: int) -> StepEvent:
+    return StepEvent(
+        index=index,
+        kind=StepKind.MODEL_STOP,
+        tool_name="process_refund",
+        input={"order_id": "08"},
+        text="Let me try",
+        api_stop_reason="max_tokens",
+    )

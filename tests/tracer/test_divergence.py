@@ -549,3 +549,24 @@ def test_rows_after_a_runs_last_step_say_that_run_had_ended():
     )
     assert [r.right_ended for r in result.rows] == [False] * 3 + [True] * 7
     assert not any(r.left_ended for r in result.rows)
+
+
+def test_a_turn_the_api_cut_off_splits_against_the_call_the_other_run_made():
+    cut = StepEvent(
+        index=2,
+        kind="model_stop",
+        tool_name="process_refund",
+        input={"order_id": "08"},
+        text="Let me",
+        api_stop_reason="max_tokens",
+    )
+    a = rows(tool_step(1, [failed_attempt(1)]), cut)
+    b = rows(tool_step(1, [failed_attempt(1)]), tool_step(2, [ok_attempt(1, "refunded")], input={"order_id": "0871"}))
+
+    result = run_divergence(a, b, left_policy=STRUCTURED, right_policy=STRUCTURED, left_stop="max_tokens")
+
+    assert result.split.row == 1 and result.split.what == "model stop"
+    assert result.split.summary == (
+        "Run A stopped with nothing executed (the API's stop_reason max_tokens); run B called process_refund."
+    )
+    assert [a.left for a in result.rows[1].attempts] == [None]  # nothing of the cut-off turn ran
