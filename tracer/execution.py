@@ -205,9 +205,15 @@ def _run_held(
     record_to: str | None,
     observer,
 ) -> Run:
-    run = Run.objects.get(pk=run_id)
+    run = Run.objects.select_related("experiment").get(pk=run_id)
     recorder = DbRecorder(
-        run, worker_name=worker_name, worker_pid=worker_pid, observer=observer, claim_token=claim_token
+        run,
+        worker_name=worker_name,
+        worker_pid=worker_pid,
+        observer=observer,
+        claim_token=claim_token,
+        # the pace chosen at launch, read as the run starts: no worker restarts to watch runs arrive
+        step_delay_s=run.experiment.step_delay_s if run.experiment else None,
     )
     try:
         if run.model_backend == "claude" and not settings.ANTHROPIC_API_KEY:

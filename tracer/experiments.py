@@ -26,6 +26,8 @@ from . import delivery
 from .models import Experiment, PolicyVariant, Run
 
 MAX_REPEATS = 50
+# The slowest pace a launch may ask for: seconds a worker pauses after each recorded step.
+STEP_DELAY_MAX_S = 10.0
 MAX_EXPERIMENT_RUNS = 2000
 # Backends an experiment can use. ``replay`` needs a cassette per run: use ``run_agent --cassette``.
 EXPERIMENT_BACKENDS = (ModelBackendName.SIMULATED, ModelBackendName.CLAUDE)
@@ -110,8 +112,13 @@ def experiment_launch(
     repeats: int = 1,
     user=None,
     name: str = "",
+    step_delay_s: float | None = None,
 ) -> Experiment:
     """Create an experiment with one queued run per scenario × policy × repeat and enqueue them.
+
+    ``step_delay_s`` is its pace: the seconds a worker pauses after each step of its runs, from 0 to
+    ``STEP_DELAY_MAX_S``, so a person can watch steps arrive; None leaves it to the worker's
+    ``RLT_STEP_DELAY_S``.
 
     Raises ``ValidationError`` whose ``message_dict`` names each invalid field and what is expected,
     or (under ``NON_FIELD_ERRORS``) that the task broker is not reachable; then nothing is written.
@@ -133,6 +140,15 @@ def experiment_launch(
         errors["repeats"] = [f"expected a whole number from 1 to {MAX_REPEATS}, got {repeats!r}"]
     if not isinstance(name, str) or len(name) > 200:
         errors["name"] = ["expected text of at most 200 characters"]
+    if step_delay_s is not None and (
+        isinstance(step_delay_s, bool)
+        or not isinstance(step_delay_s, int | float)
+        or not 0 <= step_delay_s <= STEP_DELAY_MAX_S  # NaN fails this too
+    ):
+        errors["step_delay_s"] = [
+            f"expected seconds between steps from 0 to {STEP_DELAY_MAX_S:g} (or none for the worker's own), "
+            f"got {step_delay_s!r}"
+        ]
     if not errors:
         total = len(clean_scenarios) * len(clean_policies) * repeats
         if total > MAX_EXPERIMENT_RUNS:
@@ -157,6 +173,7 @@ def experiment_launch(
             model_backend=model_backend,
             model_name=settings.ANTHROPIC_MODEL if model_backend == ModelBackendName.CLAUDE else "",
             total_runs=len(clean_scenarios) * len(clean_policies) * repeats,
+            step_delay_s=None if step_delay_s is None else float(step_delay_s),
             created_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
         )
         runs = []

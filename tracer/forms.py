@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from agents.policies import PRESETS, RETRY_FLAG_PATHS
 from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
+from .experiments import STEP_DELAY_MAX_S
 from .models import Run, StopReview
 from .search import SEARCH_MIN_CHARS
 from .selectors import RUN_SORTS
@@ -272,6 +273,19 @@ class LaunchForm(forms.Form):
     model_backend = forms.ChoiceField(label="model backend", initial=ModelBackendName.SIMULATED)
     repeats = forms.IntegerField(min_value=1, max_value=50, initial=1)
     name = forms.CharField(required=False, max_length=200)
+    step_delay_s = forms.FloatField(
+        required=False,
+        label="pace",
+        min_value=0,
+        max_value=STEP_DELAY_MAX_S,
+        widget=forms.NumberInput(attrs={"class": "short", "step": "0.1", "placeholder": "0"}),
+        error_messages={
+            "invalid": f"expected seconds between steps, a number from 0 to {STEP_DELAY_MAX_S:g}",
+            "min_value": f"expected seconds between steps, a number from 0 to {STEP_DELAY_MAX_S:g}",
+            "max_value": f"expected seconds between steps, a number from 0 to {STEP_DELAY_MAX_S:g}",
+        },
+        help_text="seconds a worker waits after each step, to watch the runs arrive; empty: the worker's own",
+    )
 
     def __init__(
         self,

@@ -421,7 +421,10 @@ class DbRecorder:
     ``claim_token``: the claim the run is executed under (``execution.run_claim``); every write is
     then refused once the run has ended or another claim holds it, and the loop is stopped with
     ``RecordingStopped``.
-    Sub-agents get child runs (``parent`` set, no experiment: an experiment counts top-level runs).
+    ``step_delay_s``: seconds to pause after each recorded step (the experiment's pace); None: the
+    worker's ``RLT_STEP_DELAY_S``.
+    Sub-agents get child runs (``parent`` set, no experiment: an experiment counts top-level runs) at
+    the same pace, each with the index of the parent's step that started it.
     """
 
     def __init__(
@@ -433,6 +436,7 @@ class DbRecorder:
         observer=None,
         deadline: float | None = None,
         claim_token: str = "",
+        step_delay_s: float | None = None,
     ) -> None:
         self.run = run
         self.worker_name = worker_name
@@ -440,7 +444,8 @@ class DbRecorder:
         self.claim_token = claim_token
         self.observer = observer
         self.finished = False
-        self.step_delay_s = settings.RLT_STEP_DELAY_S
+        # the run's experiment's pace when it has one, else the worker's RLT_STEP_DELAY_S
+        self.step_delay_s = settings.RLT_STEP_DELAY_S if step_delay_s is None else step_delay_s
         self.hold_file = settings.RLT_TEST_HOLD_FILE
         # monotonic time after which the run is stopped; sub-agents share their parent's
         self.deadline = deadline if deadline is not None else time.monotonic() + settings.RLT_RUN_TIME_LIMIT_S
@@ -543,10 +548,18 @@ class DbRecorder:
         parent = self.run
         try:
             with transaction.atomic():
-                if not _writable(run_id=parent.pk, claim_token=self.claim_token).select_for_update().exists():
+                recorded = (
+                    _writable(run_id=parent.pk, claim_token=self.claim_token)
+                    .select_for_update()
+                    .values_list("step_count", flat=True)
+                    .first()
+                )
+                if recorded is None:
                     raise _refused(run_id=parent.pk, what=f"sub-agent {label!r}")
                 child_run = Run.objects.create(
                     parent=parent,
+                    # A sub-agent runs inside a tool call, whose step is recorded once the call returns.
+                    parent_step=recorded + 1,
                     label=redact_text(label)[:200],
                     experiment=None,
                     **parent.spec(),
@@ -565,4 +578,5 @@ class DbRecorder:
             observer=child_observer,
             deadline=self.deadline,
             claim_token=self.claim_token,
+            step_delay_s=self.step_delay_s,
         )
