@@ -49,6 +49,6 @@ def test_two_uploaded_transcripts_import_and_compare_where_they_split(signed_in:
     Run.objects.filter(pk=structured.pk).update(policy_name="structured")
     report.locator(".file-report", has_text="starter.json").get_by_role("link").click()
     expect(page.locator(".head-badges .badge.imported")).to_have_text("imported · file · claude-haiku-4-5")
-    page.get_by_role("link", name="compare").click()
+    page.get_by_role("link", name="compare", exact=True).click()  # the run's, not the navigation's Compare
     expect(page.locator(".split-summary")).to_contain_text("split at aligned step 1, attempt 2")
     assert page.evaluate("window.cspViolations") == []
