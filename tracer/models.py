@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from django.conf import settings as django_settings
 from django.db import models
+from django.utils import timezone
 
 from agents import vocabulary
 
@@ -272,6 +273,14 @@ class Run(models.Model):
     @property
     def is_guard_stop(self) -> bool:
         return self.stop_reason in self.GUARD_STOPS
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from its start to its end, or to now while it runs; None when it never started."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or (timezone.now() if self.is_active else None)
+        return max((end - self.started_at).total_seconds(), 0.0) if end else None
 
     @property
     def total_tokens(self) -> int:

@@ -281,8 +281,33 @@ def run_reruns(*, run: Run) -> list[Run]:
     return list(run.reruns.only("pk", "status").order_by("id"))
 
 
-def run_children(*, run: Run) -> list[Run]:
-    return list(run.children.defer(*HEAVY_FIELDS).order_by("id"))
+@dataclass
+class SubAgents:
+    """A run's sub-agents (child runs), for its page: ``by_step`` maps the index of the step that
+    started them to those runs, in the order they started; ``unplaced`` are those recorded before a
+    child kept its step (``Run.parent_step``). ``tokens``: (in, out) of those that ended, which count
+    in the parent's own totals (``recording.run_finish``)."""
+
+    runs: list[Run]
+    by_step: dict[int, list[Run]]
+    unplaced: list[Run]
+    tokens: tuple[int, int]
+
+
+def run_sub_agents(*, run: Run) -> SubAgents:
+    """One query, whatever the number of steps and sub-agents."""
+    children = list(run.children.defer(*HEAVY_FIELDS).order_by("id"))
+    by_step: dict[int, list[Run]] = defaultdict(list)
+    for child in children:
+        if child.parent_step is not None:
+            by_step[child.parent_step].append(child)
+    ended = [c for c in children if not c.is_active]
+    return SubAgents(
+        runs=children,
+        by_step=dict(by_step),
+        unplaced=[c for c in children if c.parent_step is None],
+        tokens=(sum(c.input_tokens for c in ended), sum(c.output_tokens for c in ended)),
+    )
 
 
 def run_other_policies(*, run: Run) -> list[Run]:

@@ -108,12 +108,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "last_index": steps[-1].index if steps else 0,
         "guard_errors": selectors.run_guard_errors(run=run),
         "reruns": selectors.run_reruns(run=run),
-        "children": (children := selectors.run_children(run=run)),
-        # A finished sub-agent's tokens are in its parent's counters too (recording.run_finish).
-        "children_tokens": (
-            sum(c.input_tokens for c in children if not c.is_active),
-            sum(c.output_tokens for c in children if not c.is_active),
-        ),
+        "sub_agents": selectors.run_sub_agents(run=run),
         "others": selectors.run_other_policies(run=run),
     } | _review_context()
     return render(request, "tracer/run_detail.html", context)
@@ -132,6 +127,7 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         "last_index": steps[-1].index if steps else selectors.index_or_zero(request.GET.get("after")),
         "guard_errors": selectors.run_guard_errors(run=run),
         "reruns": selectors.run_reruns(run=run),
+        "sub_agents": selectors.run_sub_agents(run=run) if steps else None,  # nested under the new steps
         "oob": True,
     }
     if request.htmx:

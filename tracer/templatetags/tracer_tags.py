@@ -89,6 +89,30 @@ def inline_json(value: Any) -> str:
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
+
+@register.filter
+def at(mapping: Any, key: Any) -> Any:
+    """``mapping[key]``, or None when it is absent: ``sub_agents.by_step|at:step.index``."""
+    return mapping.get(key) if mapping else None
+
+
+@register.filter
+def seconds(value: Any) -> str:
+    """A duration in seconds as a person reads it: ``0.42 s``, ``12.3 s``, ``2 min 05 s``, ``1 h 02 min``."""
+    if value is None:
+        return "unknown"
+    value = float(value)
+    if value < 10:
+        return f"{value:.2f} s"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, secs = divmod(round(value), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
 # The policy chart's geometry (SVG user units): a name column, the pass-rate panel, its figures, and
 # the wasted-retries panel with its figure.
 CHART_ROW, CHART_TOP = 30, 26
