@@ -251,3 +251,20 @@ def cut_off(index: int) -> StepEvent:
         text="Let me try",
         api_stop_reason="max_tokens",
     )
+
+
+def test_a_compare_costs_the_same_queries_for_10_and_500_repeated_steps(admin_client):
+    def stuck(index: int) -> StepEvent:
+        return tool_step(index, [failed_attempt(1, category="validation", message="bad date")], tool="free_slots")
+
+    long = RunFactory(scenario="stuck-model", policy_name="unguarded", stop_reason=Run.StopReason.MAX_STEPS)
+    short = RunFactory(scenario="stuck-model", stop_reason=Run.StopReason.CONSECUTIVE_ERRORS)
+    steps_add(long, [stuck(i) for i in range(1, 11)])
+    steps_add(short, [stuck(i) for i in range(1, 4)])
+    url = f"{reverse('tracer:compare')}?a={long.pk}&b={short.pk}"
+    ten = queries(admin_client, url)
+    steps_add(long, [stuck(i) for i in range(11, 501)])
+
+    assert queries(admin_client, url) == ten
+    folds = page(admin_client.get(url)).texts("details.stretch > summary")
+    assert folds[-1] == "496 more identical failing calls of free_slots in run A; run B has no such steps"
