@@ -29,7 +29,7 @@ from django.db.models.functions import RowNumber
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from . import search
+from . import search, waterfall
 from .divergence import (
     Difference,
     Divergence,
@@ -43,6 +43,7 @@ from .divergence import (
 )
 from .models import Experiment, PolicyVariant, ReviewTag, Run, Step, StopReview
 from .stats import Interval, beyond_noise, wilson_interval
+from .waterfall import Waterfall
 
 GUARD_STOPS = Run.GUARD_STOPS
 TRAILING_STEPS = 12  # enough to show any consecutive-error guard's streak
@@ -52,6 +53,12 @@ HEAVY_FIELDS = ("transcript", "search_text", "policy_settings", "task", "verdict
 STEP_FIELDS = (
     *("index", "kind", "tool_name", "input", "attempts", "text", "is_error", "category", "retryable"),
     "api_stop_reason",  # a model_stop step's
+)
+
+# What the picture of a run reads of each step.
+WATERFALL_FIELDS = (
+    *("index", "kind", "tool_name", "input", "is_error", "category", "result_content"),
+    *("attempts", "model_attempts"),
 )
 
 
@@ -308,6 +315,12 @@ def run_sub_agents(*, run: Run) -> SubAgents:
         unplaced=[c for c in children if c.parent_step is None],
         tokens=(sum(c.input_tokens for c in ended), sum(c.output_tokens for c in ended)),
     )
+
+
+def run_waterfall(*, run: Run) -> Waterfall:
+    """The picture of ``run``'s steps (``waterfall``): one query, of its first ``MAX_STEPS`` steps."""
+    steps = Step.objects.filter(run=run).only(*WATERFALL_FIELDS).order_by("index")[: waterfall.MAX_STEPS]
+    return waterfall.waterfall_build(steps=steps, step_count=run.step_count)
 
 
 def run_other_policies(*, run: Run) -> list[Run]:

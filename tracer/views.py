@@ -99,8 +99,14 @@ def run_rows_live(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@fragments
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A run's page; its ``run-waterfall`` fragment redraws the picture of the run while it runs, asked
+    for when the live step fragment says new steps arrived (``runStepsArrived``)."""
     run = selectors.run_get(pk=pk)
+    if request.htmx.target == "run-waterfall":
+        context = {"run": run, "waterfall": selectors.run_waterfall(run=run)}
+        return render(request, "tracer/run_detail.html#run-waterfall", context)
     steps = selectors.step_list(run=run)
     context = {
         "run": run,
@@ -109,6 +115,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "guard_errors": selectors.run_guard_errors(run=run),
         "reruns": selectors.run_reruns(run=run),
         "sub_agents": selectors.run_sub_agents(run=run),
+        "waterfall": selectors.run_waterfall(run=run),
         "others": selectors.run_other_policies(run=run),
     } | _review_context()
     return render(request, "tracer/run_detail.html", context)
@@ -131,7 +138,10 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         "oob": True,
     }
     if request.htmx:
-        return render(request, "tracer/run_detail.html#step-poll", context)
+        response = render(request, "tracer/run_detail.html#step-poll", context)
+        if steps:  # the picture of the run redraws itself on this (run_detail's run-waterfall)
+            trigger_client_event(response, "runStepsArrived")
+        return response
     return redirect("tracer:run", pk=pk)
 
 

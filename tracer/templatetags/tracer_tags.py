@@ -13,6 +13,7 @@ from django.utils.safestring import mark_safe
 
 from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
+from tracer.waterfall import seconds_text
 
 register = template.Library()
 SIMULATED_TITLE = "deterministic simulated model, not Claude"
@@ -98,19 +99,8 @@ def at(mapping: Any, key: Any) -> Any:
 
 @register.filter
 def seconds(value: Any) -> str:
-    """A duration in seconds as a person reads it: ``0.42 s``, ``12.3 s``, ``2 min 05 s``, ``1 h 02 min``."""
-    if value is None:
-        return "unknown"
-    value = float(value)
-    if value < 10:
-        return f"{value:.2f} s"
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, secs = divmod(round(value), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+    """A duration in seconds as a person reads it (``waterfall.seconds_text``): ``0.42 s``, ``2 min 05 s``."""
+    return "unknown" if value is None else seconds_text(float(value))
 
 
 # The policy chart's geometry (SVG user units): a name column, the pass-rate panel, its figures, and

@@ -1,0 +1,305 @@
+"""The picture of a run (issue 12): a compact waterfall of its steps, laid out for an inline SVG.
+
+Each step is a row on one time axis: its model call (each attempt, with the wait before a retry), then
+its tool attempts, each after the backoff the harness waited before it. Time is what the run measured
+(latencies, waits and backoffs), not the wall clock, so a pace between steps or a busy worker does not
+stretch it. A step that repeats the one before it exactly (same tool, same input, the same failure sent
+back to the model) is folded into one row after the first, "7 more identical failing calls", so a stuck
+run reads at a glance. ``templates/tracer/includes/waterfall.html`` draws it; geometry is in SVG user
+units of a ``WIDTH``-wide view box, readable down to an 800 px window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+WIDTH = 760
+LABEL_END = 196  # the step labels end here (right-aligned)
+PLOT_X = 204
+FIGURE_X = WIDTH - 4  # each row's duration, right-aligned
+PLOT_W = WIDTH - PLOT_X - 64
+TOP = 22  # below the axis labels
+ROW_H = 22
+BAR_H = 12
+MIN_BAR = 1.5  # an attempt too short to see still shows as a tick
+MAX_ROWS = 80  # rows drawn; a longer run says how many steps are left out
+MAX_STEPS = 400  # steps read for the picture: the first ones of a longer run
+LABEL_CHARS = 30
+
+
+def seconds_text(value: float) -> str:
+    """A duration as the picture writes it: ``3.2 ms``, ``0.50 s``, ``12.3 s``, ``2 min 05 s``."""
+    if value < 0.01:
+        return f"{value * 1000:.1f} ms"
+    if value < 10:
+        return f"{value:.2f} s"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, secs = divmod(round(value), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@dataclass
+class Segment:
+    """A stretch of a row: ``kind`` is ``model``, ``model-fail``, ``ok``, ``fail`` (something ran) or
+    ``wait`` (a backoff or a model retry's wait, drawn as a gap with a line)."""
+
+    kind: str
+    start_s: float
+    duration_s: float
+    title: str
+    x: float = 0.0
+    width: float = 0.0
+
+    @property
+    def end_x(self) -> float:
+        return round(self.x + self.width, 1)
+
+
+@dataclass
+class Row:
+    """One step, or the identical failing steps folded after one (``folded``: how many)."""
+
+    first: int
+    last: int
+    tool: str
+    label: str
+    start_s: float
+    segments: list[Segment] = field(default_factory=list)
+    attempts: int = 0
+    waited_s: float = 0.0
+    failed: bool = False
+    folded: int = 0
+    y: int = 0
+
+    @property
+    def duration_s(self) -> float:
+        return sum(s.duration_s for s in self.segments)
+
+    @property
+    def duration_text(self) -> str:
+        return seconds_text(self.duration_s)
+
+    @property
+    def steps_text(self) -> str:
+        return f"step {self.first}" if self.first == self.last else f"steps {self.first}–{self.last}"
+
+    @property
+    def folded_text(self) -> str:
+        return f"{self.folded} more identical failing call{'s' if self.folded != 1 else ''}"
+
+    @property
+    def summary(self) -> str:
+        """The row in words: its accessible name and the text alternative's line."""
+        if self.folded:
+            head = f"{self.steps_text}: {self.folded_text} to {self.tool}"
+        else:
+            head = f"{self.steps_text} {self.label}"
+        parts = [head]
+        if self.attempts:
+            parts.append(
+                f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}, {'failed' if self.failed else 'ok'}"
+            )
+        waits = [s for s in self.segments if s.kind == "wait"]
+        if waits:
+            parts.append(
+                f"{len(waits)} backoff gap{'s' if len(waits) != 1 else ''} ({seconds_text(self.waited_s)} waiting: "
+                + ", ".join(seconds_text(w.duration_s) for w in waits[:6])
+                + (", …" if len(waits) > 6 else "")
+                + ")"
+            )
+        parts.append(f"{self.duration_text} in all, from {seconds_text(self.start_s)}")
+        return "; ".join(parts)
+
+
+@dataclass
+class Tick:
+    x: float
+    text: str
+
+
+@dataclass
+class Waterfall:
+    rows: list[Row]
+    total_s: float
+    steps: int  # steps in the picture
+    of_steps: int  # steps the run has
+    hidden_steps: int  # steps past MAX_ROWS rows, not drawn
+    ticks: list[Tick]
+    width: int = WIDTH
+    label_end: int = LABEL_END
+    plot_x: int = PLOT_X
+    plot_w: int = PLOT_W
+    figure_x: int = FIGURE_X
+    bar_h: int = BAR_H
+
+    @property
+    def height(self) -> int:
+        return TOP + ROW_H * len(self.rows) + 6
+
+    @property
+    def folded_steps(self) -> int:
+        return sum(r.folded for r in self.rows)
+
+    @property
+    def waited_s(self) -> float:
+        return sum(r.waited_s for r in self.rows)
+
+    @property
+    def summary(self) -> str:
+        parts = [f"{self.steps} step{'s' if self.steps != 1 else ''} in {seconds_text(self.total_s)} of measured time"]
+        if self.waited_s:
+            parts.append(f"{seconds_text(self.waited_s)} of it waiting between attempts")
+        if self.folded_steps:
+            parts.append(f"{self.folded_steps} identical failing call{'s' if self.folded_steps != 1 else ''} folded")
+        if self.of_steps > self.steps + self.hidden_steps:
+            parts.append(f"the first {self.steps + self.hidden_steps} of {self.of_steps} steps")
+        if self.hidden_steps:
+            parts.append(f"{self.hidden_steps} later steps not drawn")
+        return "; ".join(parts)
+
+
+def _number(value: Any) -> float:
+    """A recorded duration as a number of seconds or milliseconds: anything else (imported runs) is 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return 0.0
+    return float(value)
+
+
+def _step_segments(step: Any) -> list[Segment]:
+    segments: list[Segment] = []
+    model_attempts = step.model_attempts if isinstance(step.model_attempts, list) else []
+    for a in model_attempts:
+        if not isinstance(a, dict):
+            continue
+        wait = _number(a.get("wait_s"))
+        if wait:
+            segments.append(
+                Segment("wait", 0, wait, f"waited {seconds_text(wait)} before model attempt {a.get('number')}")
+            )
+        latency = _number(a.get("latency_ms")) / 1000
+        failed = bool(a.get("error"))
+        what = f"model call attempt {a.get('number')}: {'failed' if failed else 'answered'} in {seconds_text(latency)}"
+        segments.append(Segment("model-fail" if failed else "model", 0, latency, what))
+    attempts = step.attempts if isinstance(step.attempts, list) else []
+    for a in attempts:
+        if not isinstance(a, dict):
+            continue
+        backoff = _number(a.get("backoff_s"))
+        if backoff:
+            segments.append(
+                Segment("wait", 0, backoff, f"backoff: waited {seconds_text(backoff)} before attempt {a.get('number')}")
+            )
+        latency = _number(a.get("latency_ms")) / 1000
+        ok = bool(a.get("ok"))
+        what = f"attempt {a.get('number')}: {'ok' if ok else 'failed'} after {seconds_text(latency)}"
+        segments.append(Segment("ok" if ok else "fail", 0, latency, what))
+    return segments
+
+
+def _identity(step: Any) -> str | None:
+    """What makes two failing calls identical: tool, input and the failure the model was sent. None
+    for a step that did not fail (only failing calls fold)."""
+    if step.kind != "tool_use" or not step.is_error:
+        return None
+    return json.dumps([step.tool_name, step.input, step.category, step.result_content], sort_keys=True, default=str)
+
+
+def _label(step: Any) -> str:
+    if step.kind == "final_answer":
+        text = "final answer"
+    elif step.kind == "model_stop":
+        text = "model stopped"
+    else:
+        text = step.tool_name or "tool call"
+    text = f"{step.index} {text}"
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def _ticks(total_s: float) -> list[Tick]:
+    """About five round marks along the axis (1, 2 or 5 × a power of ten)."""
+    if total_s <= 0:
+        return [Tick(PLOT_X, "0 s")]
+    rough = total_s / 5
+    power = 10 ** math.floor(math.log10(rough))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
+    marks, at = [], 0.0
+    while at <= total_s * 1.0001:
+        marks.append(Tick(round(PLOT_X + PLOT_W * at / total_s, 1), "0 s" if at == 0 else seconds_text(at)))
+        at = round(at + step, 12)
+    return marks
+
+
+def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
+    """The waterfall of ``steps`` (Step rows in index order, with ``attempts`` and ``model_attempts``);
+    ``step_count``: the run's number of steps, to say when only the first ones were loaded."""
+    rows: list[Row] = []
+    hidden = 0
+    clock = 0.0
+    last_identity: str | None = None
+    shown = 0
+    for step in steps:
+        shown += 1
+        segments = _step_segments(step)
+        start = clock
+        for segment in segments:
+            segment.start_s = clock
+            clock += segment.duration_s
+        identity = _identity(step)
+        attempts = sum(1 for s in segments if s.kind in ("ok", "fail"))
+        waited = sum(s.duration_s for s in segments if s.kind == "wait")
+        if identity is not None and identity == last_identity and rows and not hidden:
+            row = rows[-1]
+            if not row.folded:  # the first repeat: a folded row after the step it repeats
+                row = Row(first=step.index, last=step.index, tool=step.tool_name, label="", start_s=start)
+                row.failed = True
+                rows.append(row)
+            row.last = step.index
+            row.folded += 1
+            row.label = row.folded_text
+            row.segments += segments
+            row.attempts += attempts
+            row.waited_s += waited
+            if len(rows) > MAX_ROWS:
+                rows.pop()
+                hidden += row.folded
+            continue
+        last_identity = identity
+        if len(rows) >= MAX_ROWS:
+            hidden += 1
+            continue
+        rows.append(
+            Row(
+                first=step.index,
+                last=step.index,
+                tool=step.tool_name,
+                label=_label(step),
+                start_s=start,
+                segments=segments,
+                attempts=attempts,
+                waited_s=waited,
+                failed=bool(step.is_error),
+            )
+        )
+    drawn_total = max((r.start_s + r.duration_s for r in rows), default=0.0)
+    scale = PLOT_W / drawn_total if drawn_total > 0 else 0.0
+    for i, row in enumerate(rows):
+        row.y = TOP + ROW_H * i
+        for segment in row.segments:
+            segment.x = round(PLOT_X + segment.start_s * scale, 1)
+            segment.width = round(max(segment.duration_s * scale, MIN_BAR if segment.kind != "wait" else 0), 1)
+    return Waterfall(
+        rows=rows,
+        total_s=drawn_total,
+        steps=shown - hidden,
+        of_steps=max(step_count, shown),
+        hidden_steps=hidden,
+        ticks=_ticks(drawn_total),
+    )
