@@ -8,17 +8,8 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from tracer.execution import run_execute
-from tracer.experiments import policy_variant_create, run_create
-from tracer.models import PolicyVariant, Run
-
-
-def execute(scenario: str, policy: str, **settings) -> Run:
-    """One simulated run, recorded; ``settings`` make a variant of structured named ``policy``."""
-    if settings:
-        policy_variant_create(name=policy, settings={"base": "structured", **settings})
-    run = run_create(scenario=scenario, policy=PolicyVariant.objects.get(name=policy))
-    return run_execute(run_id=run.pk)
+from tests.tracer.test_compare_page import execute
+from tracer.models import Run
 
 
 def open_compare_from_run_page(page: Page, live_server, run: Run, other: Run) -> None:
