@@ -100,3 +100,27 @@ function watchTableWraps() {
 }
 document.addEventListener("DOMContentLoaded", watchTableWraps);
 document.addEventListener("htmx:afterSettle", watchTableWraps);
+
+// #request-error (base.html): a fragment the server did not give (an error status, or no answer at
+// all) is said in words, instead of a page that silently stays as it was; the next answer that
+// comes clears it (a poll that works again).
+function requestError(text) {
+  const box = document.getElementById("request-error");
+  if (!box) return;
+  box.textContent = text;
+  box.hidden = !text;
+}
+document.addEventListener("htmx:responseError", (event) => {
+  const status = event.detail.xhr.status;
+  requestError(
+    status === 404
+      ? "What this part of the page showed is no longer there (404): reload the page."
+      : `The server could not answer (${status}), so this page was not updated: try again in a moment.`,
+  );
+});
+document.addEventListener("htmx:sendError", () => {
+  requestError("The server did not answer, so this page was not updated: is it running? Try again in a moment.");
+});
+document.addEventListener("htmx:afterRequest", (event) => {
+  if (event.detail.successful) requestError("");
+});

@@ -214,3 +214,30 @@ def test_a_run_that_answered_wrongly_is_not_framed_as_a_success(signed_in: Page,
         page.goto(f"{live_server.url}/runs/{run.pk}/")
         colours[run.verdict] = page.locator(".banner").evaluate("el => getComputedStyle(el).borderLeftColor")
     assert colours == {"fail": "rgb(180, 35, 24)", "pass": "rgb(28, 124, 74)"}  # --bad, --ok
+
+
+def test_a_fragment_the_server_could_not_give_is_said_not_dropped_in_silence(signed_in: Page, live_server):
+    page = signed_in
+    refund_too_old_starter()
+    refund_too_old_structured()
+    page.goto(f"{live_server.url}/")
+    alert = page.locator("#request-error")
+    expect(alert).to_be_hidden()
+    verdict = page.locator("form.filters select[name=verdict]")
+
+    def fail(route):  # the filter's fragment fails as a server error would; the page itself still loads
+        if route.request.headers.get("hx-request"):
+            route.fulfill(status=500, body="")
+        else:
+            route.continue_()
+
+    page.route(re.compile(r"verdict=fail"), fail)
+    verdict.select_option("fail")
+    expect(alert).to_have_text(re.compile(r"could not answer \(500\), so this page was not updated"))
+    expect(page.locator("#run-rows tr")).to_have_count(2)  # the table as it was
+    page.route(re.compile(r"verdict=pass"), lambda route: route.abort())
+    verdict.select_option("pass")
+    expect(alert).to_have_text(re.compile(r"did not answer"))
+    verdict.select_option("")  # the server answers again: the message goes
+    expect(alert).to_be_hidden()
+    expect(page.locator("#run-rows tr")).to_have_count(2)
