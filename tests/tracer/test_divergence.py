@@ -570,3 +570,38 @@ def test_a_turn_the_api_cut_off_splits_against_the_call_the_other_run_made():
         "Run A stopped with nothing executed (the API's stop_reason max_tokens); run B called process_refund."
     )
     assert [a.left for a in result.rows[1].attempts] == [None]  # nothing of the cut-off turn ran
+
+
+def full(policy: str, **changes) -> dict:
+    return settings_snapshot({**PRESETS[policy].settings(), **changes}, complete=True)
+
+
+def test_an_outcome_the_policies_report_alike_is_put_down_to_the_tool():
+    down = failed_attempt(1, category="transient", retryable=True, message="upstream returned 503")
+    a = rows(tool_step(1, [down], tool="lookup", input={"key": "k"}), final_step(2, "down"))
+    b = rows(tool_step(1, [ok_attempt(1, 42)], tool="lookup", input={"key": "k"}), final_step(2, "42"))
+
+    result = run_divergence(a, b, left_policy=full("structured"), right_policy=full("structured", max_attempts=1))
+
+    assert result.cause.left == "transient · retryable"
+    assert reason_texts(result) == [
+        "Both policies report this outcome the same way: the tool itself answered differently."
+    ]
+    assert result.settings == set()
+
+
+def test_settings_that_differ_but_decide_nothing_are_named_as_such():
+    a, b = refund_structured(), refund_structured()
+    [b[1]] = rows(final_step(2, "Sorry, no refund."))
+
+    timing = run_divergence(a, b, left_policy=full("structured"), right_policy=full("structured", backoff_base_s=1))
+    steps = run_divergence(a, b, left_policy=full("structured"), right_policy=full("structured", max_steps=20))
+
+    assert timing.note == (
+        "No earlier tool outcome differed and both policies have the same settings apart from backoff_base_s, "
+        "which change no step: the model chose differently from the same results."
+    )
+    assert steps.note == (
+        "No earlier tool outcome differed, and none of the settings that differ (max_steps) decides this step: "
+        "the model chose differently from the same results."
+    )
