@@ -23,18 +23,10 @@ from .persona import Persona
 from .policies import Policy
 from .runner import Outcome
 from .tools import Toolbox
-from .vocabulary import ApiStopReason, ErrorCategory, ErrorFormat, StepKind, StopReason
+from .vocabulary import API_STOPS_ENDING_A_RUN, ApiStopReason, ErrorCategory, ErrorFormat, StepKind, StopReason
 
 MAX_TOKENS = 1024
 MAX_PAUSES = 10  # pause_turn continuations of one turn before a guard stops the run
-# The API's stop reasons that end a run: nothing in such a turn is executed. A turn still paused
-# after MAX_PAUSES continuations ends it too.
-ENDS_THE_RUN = (
-    ApiStopReason.MAX_TOKENS,
-    ApiStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED,
-    ApiStopReason.REFUSAL,
-    ApiStopReason.PAUSE_TURN,
-)
 EXHAUSTED_ADVICE = "try again later or use another source"
 SWALLOWED: list[Any] = []  # what a harness that swallows failures sends: "no results", as if it worked
 
@@ -227,7 +219,7 @@ class _Run:
             turn = self.model_turn()
             self.api_stop_reason = turn.api_stop_reason
             text, tokens, uses = turn.text, turn.tokens, turn.uses
-            if turn.api_stop_reason in ENDS_THE_RUN:
+            if turn.api_stop_reason in API_STOPS_ENDING_A_RUN:  # pause_turn: only once MAX_PAUSES ran out
                 return self.model_stop(turn)
             if not uses:
                 self.record(

@@ -46,6 +46,18 @@ class ApiStopReason(StrEnum):
     REFUSAL = "refusal"
 
 
+# After these the loop executes nothing in the turn and the run ends (a turn still paused after the
+# loop's continuations ends it too); its step is a ``StepKind.MODEL_STOP``.
+API_STOPS_ENDING_A_RUN = frozenset(
+    {
+        ApiStopReason.MAX_TOKENS,
+        ApiStopReason.MODEL_CONTEXT_WINDOW_EXCEEDED,
+        ApiStopReason.REFUSAL,
+        ApiStopReason.PAUSE_TURN,
+    }
+)
+
+
 class ErrorCategory(StrEnum):
     """A tool failure's category: lesson 002's four plus lesson 001's fatal kind."""
 

@@ -700,6 +700,36 @@ def test_text_from_a_trace_is_escaped_on_the_pages(client, sender, admin_client)
 # --- export --------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("cut_off", ["text", "tool_use"])
+def test_a_claude_run_the_api_cut_off_keeps_its_stop_reasons_through_otlp(
+    client, sender, admin_client, fake_api, settings, cut_off
+):
+    """The chat span's finish reason is the API's stop_reason; read back, a cut-off turn is again the
+    model_stop step that ended the run, not a final answer."""
+    from tests.fake_messages_api import truncated_text, truncated_tool_use
+    from tracer.execution import run_execute
+    from tracer.experiments import run_create
+
+    settings.ANTHROPIC_API_KEY = fake_api.key
+    fake_api.script(None if cut_off == "tool_use" else truncated_text("The value st"))
+    if cut_off == "tool_use":  # a call that ran, then one cut off
+        fake_api.script(truncated_tool_use("process_refund"))
+    user, _, secret = sender
+    original = run_create(scenario="refund-too-old", policy=PolicyVariant.objects.get(name="structured"))
+    original.model_backend = "claude"
+    original.save(update_fields=["model_backend"])
+    original = run_execute(run_id=original.pk)
+    assert original.stop_reason == "max_tokens"
+    download = admin_client.get(reverse("tracer:run-otlp", args=[original.pk]))
+    assert post(client, secret, download.content, content_type="application/json").status_code == 200
+    back = Run.objects.get(source=Run.Source.OTLP, owner=user)
+    assert (back.stop_reason, back.api_stop_reason, back.final_answer) == ("max_tokens", "", "")
+    assert [(s.kind, s.api_stop_reason) for s in back.steps.order_by("index")] == [
+        (s.kind, s.api_stop_reason) for s in original.steps.order_by("index")
+    ]
+    assert back.steps.order_by("index").last().kind == "model_stop"
+
+
 def test_a_run_exported_as_otlp_and_sent_back_gives_the_same_steps(client, sender, admin_client):
     from tracer.execution import run_execute
     from tracer.experiments import run_create

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agents.events import Attempt, StepEvent
-from agents.vocabulary import ErrorCategory, StepKind, StopReason
+from agents.vocabulary import API_STOPS_ENDING_A_RUN, ErrorCategory, StepKind, StopReason
 
 from ..ingest import FORMAT, AttemptIn, RunDocument, RunMeta, document_validate, transcript_to_document
 from .wire import STATUS_ERROR, Span, clean
@@ -153,6 +153,7 @@ class LlmCall:
     raw_request: Any = None  # input.value, read only when the conversation is needed
     raw_response: Any = None  # output.value
     tokens_used: bool = False  # already counted in a step
+    finish_reason: str = ""  # why the model stopped (the Messages API's stop_reason), when the span says
 
     @property
     def request(self) -> dict[str, Any] | None:
@@ -244,7 +245,58 @@ def _llm_call(span: Span) -> LlmCall:
                     {"id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")}
                 )
     call.text = "\n".join(t for t in texts if t)
+    call.finish_reason = _finish_reason(a, messages, call)
     return call
+
+
+def _finish_reason(a: dict[str, Any], messages: Any, call: LlmCall) -> str:
+    """``gen_ai.response.finish_reasons``' first, else the output message's ``finish_reason``, else the
+    Messages API response's ``stop_reason``; "" when the span names none."""
+    reasons = a.get("gen_ai.response.finish_reasons")
+    if isinstance(reasons, (list, tuple)) and reasons and isinstance(reasons[0], str):
+        return reasons[0][:40]
+    if isinstance(messages, list) and messages and isinstance(messages[0], dict):
+        reason = messages[0].get("finish_reason")
+        if isinstance(reason, str) and reason:
+            return reason[:40]
+    response = call.response
+    reason = response.get("stop_reason") if response is not None else None
+    return reason[:40] if isinstance(reason, str) else ""
+
+
+def _answer_step(call: LlmCall, *, index: int, tokens: tuple[int, int]) -> StepEvent:
+    """The step of a model call that ended the run: its final answer, or, when the API's stop reason
+    says the reply was cut off or refused, the turn that ended it unexecuted (``model_stop``)."""
+    if call.finish_reason not in API_STOPS_ENDING_A_RUN:
+        return StepEvent(
+            index=index,
+            kind=StepKind.FINAL_ANSWER,
+            text=call.text,
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+            api_stop_reason=call.finish_reason or None,
+        )
+    cut = call.tool_calls[-1] if call.tool_calls else None  # the call it was writing, never run
+    arguments = cut["arguments"] if cut else None
+    return StepEvent(
+        index=index,
+        kind=StepKind.MODEL_STOP,
+        tool_name=cut["name"] or None if cut else None,
+        tool_use_id=cut["id"] or None if cut else None,
+        input=(arguments if isinstance(arguments, dict) else {"input": arguments}) if cut else None,
+        text=call.text or None,
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        api_stop_reason=call.finish_reason,
+    )
+
+
+def _ends_the_run(call: LlmCall) -> bool:
+    """A model call whose reply is the run's last step: a text answer, or a turn the API cut off or
+    refused (whatever it holds)."""
+    return not call.failed and (
+        (not call.tool_calls and bool(call.text)) or call.finish_reason in API_STOPS_ENDING_A_RUN
+    )
 
 
 def _error_message(span: Span) -> str:
@@ -411,17 +463,9 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
             meta["transcript"] = transcript
         else:  # no Messages API request to read: the model's last words, if any
             last = llm_calls[-1]
-            if not last.failed and not last.tool_calls and last.text:
-                final = last.text
-                steps = [
-                    StepEvent(
-                        index=1,
-                        kind=StepKind.FINAL_ANSWER,
-                        text=final,
-                        input_tokens=last.input_tokens,
-                        output_tokens=last.output_tokens,
-                    )
-                ]
+            if _ends_the_run(last):
+                steps = [_answer_step(last, index=1, tokens=(last.input_tokens, last.output_tokens))]
+                final = last.text if steps[0].kind == StepKind.FINAL_ANSWER else None
     if document is None and final is None and root is not None and root.status_code != STATUS_ERROR:
         answer = _decoded(root.attributes.get("output.value"), _encoding_of(root.attributes.get("output.mime_type")))
         stop = labels.run_label("rlt.stop_reason", "stop_reason")
@@ -616,24 +660,16 @@ def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> t
                 input_tokens=tokens_in,
                 output_tokens=tokens_out,
                 text=text,
+                api_stop_reason=(calls[llm_index].finish_reason or None) if llm_index is not None else None,
             )
         )
     final = None
     last_tool_start = max((t.start_ns for t in tools), default=0)
-    answers = [c for c in calls if not c.failed and not c.tool_calls and c.text and c.start_ns >= last_tool_start]
+    answers = [c for c in calls if _ends_the_run(c) and c.start_ns >= last_tool_start]
     if answers:
         answer = answers[-1]
-        tokens_in, tokens_out = tokens_before(answer.end_ns)
-        final = answer.text
-        steps.append(
-            StepEvent(
-                index=len(steps) + 1,
-                kind=StepKind.FINAL_ANSWER,
-                text=final,
-                input_tokens=tokens_in,
-                output_tokens=tokens_out,
-            )
-        )
+        steps.append(_answer_step(answer, index=len(steps) + 1, tokens=tokens_before(answer.end_ns)))
+        final = answer.text if steps[-1].kind == StepKind.FINAL_ANSWER else None
     elif steps:
         # tokens of model calls after the last step (e.g. one that asked for a call the run never made)
         tokens_in, tokens_out = tokens_before(max(c.end_ns for c in calls) if calls else 0)

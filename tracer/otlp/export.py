@@ -100,6 +100,7 @@ def _chat_attrs(run: Run, step: Step, parts: list[dict[str, Any]], finish: str) 
         "gen_ai.usage.input_tokens": step.input_tokens,
         "gen_ai.usage.output_tokens": step.output_tokens,
         "gen_ai.output.messages": _dumps([{"role": "assistant", "parts": parts, "finish_reason": finish}]),
+        "gen_ai.response.finish_reasons": [finish],
     }
 
 
@@ -114,7 +115,13 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
     for step in steps:
         chat_end = t + CHAT_NS
         final = step.kind != Step.Kind.TOOL_USE  # a final answer, or a model turn that ended the run unexecuted
-        if final:
+        if step.kind == Step.Kind.MODEL_STOP:  # what the cut-off or refused reply held, a call it was writing too
+            parts = ([{"type": "text", "content": step.text}] if step.text else []) + (
+                [{"type": "tool_call", "id": step.tool_use_id, "name": step.tool_name, "arguments": step.input}]
+                if step.tool_name
+                else []
+            )
+        elif final:
             parts = [{"type": "text", "content": step.text}]
         else:
             parts = ([{"type": "text", "content": step.text}] if step.text else []) + [
