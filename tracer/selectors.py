@@ -13,13 +13,11 @@ from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
-    Exists,
     ExpressionWrapper,
     F,
     FloatField,
     Func,
     Max,
-    OuterRef,
     Q,
     QuerySet,
     Sum,
@@ -619,7 +617,7 @@ class Seconds(Func):
         return self.as_sql(compiler, connection, template=template, arg_joiner=" - ", **extra)
 
 
-MATRIX_KEYS = ("scenario", "policy_name", "model_backend", "experiment_id")
+MATRIX_KEYS = ("scenario", "policy_name", "model_backend", "experiment_id")  # run_matrix_cover_idx's order
 
 
 def matrix_scope(*, experiment_ids: Iterable[int] = (), model_backend: str = "", of: str = "") -> Q:
@@ -686,12 +684,8 @@ def matrix_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "
     for g in matrix_groups(reruns, of="rerun_of__"):
         tallies[tuple(g[k] for k in MATRIX_KEYS)].subtract(Tally(**{n: g.get(n) or 0 for n in TALLY_FIELDS}))
     overrides = (
-        StopReview.objects.filter(verdict_override__in=Run.Verdict.values)
-        .annotate(
-            in_scope=in_scope(
-                matrix_scope(**narrowing, of="run__") & ~Exists(Run.objects.filter(rerun_of=OuterRef("run_id")))
-            )
-        )
+        StopReview.objects.filter(verdict_override__in=Run.Verdict.values, run__reruns__isnull=True)
+        .annotate(in_scope=in_scope(matrix_scope(**narrowing, of="run__")))
         .order_by()
         .values(*(f"run__{k}" for k in MATRIX_KEYS), "run__verdict", "verdict_override", "in_scope")
         .annotate(n=Count("id"))
