@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from pydantic import ValidationError
+
 from agents.policies import RETRY_FLAG_PATHS, Policy
 from agents.vocabulary import ErrorFormat, RetryRule, StepKind, StopReason, in_words
 
@@ -176,12 +178,22 @@ _MISSING: Any = object()
 def settings_snapshot(snapshot: Mapping[str, Any] | None, *, complete: bool) -> dict[str, Any]:
     """A run's policy settings as divergence reads them. ``complete``: the snapshot was stored by this
     harness (a run executed here), so a setting it lacks is one added later and had its default.
-    Otherwise (an imported run) a missing setting is unknown, and an empty snapshot knows nothing."""
-    snapshot = dict(snapshot or {})
-    if complete and snapshot:
-        defaults = {name: Policy.model_fields[name].default for name in SETTING_NAMES}
-        snapshot = {**defaults, **snapshot}
-    return snapshot
+    Otherwise (an imported run) a missing setting is unknown, and an empty snapshot knows nothing. A
+    value a policy could not hold (an imported ``"max_steps": "ten"``) is unknown too."""
+    if not isinstance(snapshot, Mapping) or not snapshot:
+        return {}
+    known = {}
+    for name, value in snapshot.items():
+        if name not in SETTING_NAMES:
+            known[name] = value  # not a setting of ours: shown, never reasoned about
+            continue
+        try:  # the setting as a policy holds it (``Policy``'s types, bounds and validators)
+            known[name] = getattr(Policy(name="snapshot", **{name: value}), name)
+        except ValidationError:
+            continue
+    if complete:
+        known = {**{name: Policy.model_fields[name].default for name in SETTING_NAMES}, **known}
+    return known
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def test_different_scenarios_say_what_compares_and_give_no_split(admin_client):
 
     doc = compare(admin_client, a, b)
 
-    warning = doc.one("[role=alert]").text
+    warning = doc.one(".warning[role=alert]").text
     assert warning.startswith("These runs are of different scenarios (refund-too-old and lookup-empty)")
     assert "no split or cause is given" in warning and "the two policies' settings and the summary" in warning
     assert not doc.select(".split-summary") and "This is where the runs split" not in doc.text

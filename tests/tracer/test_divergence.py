@@ -605,3 +605,16 @@ def test_settings_that_differ_but_decide_nothing_are_named_as_such():
         "No earlier tool outcome differed, and none of the settings that differ (max_steps) decides this step: "
         "the model chose differently from the same results."
     )
+
+
+def test_a_value_no_policy_could_hold_is_unknown_and_never_compared():
+    odd = settings_snapshot(
+        {"max_steps": "ten", "consecutive_error_limit": [3], "error_format": "bare"}, complete=False
+    )
+    assert odd == {"error_format": "bare"}
+    assert settings_snapshot(["not", "a", "mapping"], complete=True) == {}
+    guarded = simulated("stuck-model", "structured")
+    unknowable = settings_snapshot({"max_steps": "ten", "consecutive_error_limit": [3]}, complete=False)
+    imported = {**simulated("stuck-model", variant("unguarded", consecutive_error_limit=0)), "policy": unknowable}
+    result = compare(imported, guarded)
+    assert result.reasons == [] and "policy settings of run A are not known" in result.note
