@@ -860,58 +860,59 @@ def stop_filter_values() -> dict[str, list]:
     return {"policies": policies, "experiments": experiments}
 
 
-# A stop's signature: scenario, policy, stop reason, and the tool and error of its last tool call when
-# that call failed. Stops with one signature are "identical": one review may cover them all.
+# A stop's signature: scenario, policy, stop reason, and the tool and error of its last step when that
+# step is a failing tool call. Stops with one signature are "identical": one review may cover them all.
 StopSignature = tuple[str, str, str, str, str]
+SIGNATURE_STEP_FIELDS = ("kind", "tool_name", "is_error", "category", "attempts", "result_content")
 
 
-def stop_signature(run: Run, last_call: Step | None) -> StopSignature:
-    tool = error = ""
-    if last_call is not None and last_call.is_error:
-        failed = [a for a in last_call.attempts or [] if not a.get("ok")]
-        tool = last_call.tool_name
-        if failed:
-            error = f"{failed[-1].get('category') or ''}: {failed[-1].get('message') or ''}"
-        else:
-            error = f"{last_call.category}: {canonical(last_call.result_content)}"
-    return (run.scenario, run.policy_name, run.stop_reason, tool, error)
+def _failing_call(
+    kind: str, tool_name: str, is_error: bool, category: str, attempts: list | None, result_content: Any
+) -> tuple[str, str]:
+    """(tool, error) of a failing tool call: the last failed attempt's category and message, or for a
+    step recorded without attempts (imported) its category and what it returned; blank otherwise."""
+    if kind != Step.Kind.TOOL_USE or not is_error:
+        return ("", "")
+    failed = [a for a in attempts or [] if not a.get("ok")]
+    if failed:
+        return (tool_name, f"{failed[-1].get('category') or ''}: {failed[-1].get('message') or ''}")
+    return (tool_name, f"{category}: {canonical(result_content)}")
 
 
-def last_calls(*, run_ids: Iterable[int]) -> dict[int, Step]:
-    """Each run's last tool call, in one query."""
-    steps = (
-        Step.objects.filter(run_id__in=list(run_ids), kind=Step.Kind.TOOL_USE)
-        .only("run_id", "index", "tool_name", "is_error", "category", "attempts", "result_content")
-        .annotate(from_end=Window(RowNumber(), partition_by=F("run_id"), order_by=F("index").desc()))
-        .filter(from_end=1)
-    )
-    return {step.run_id: step for step in steps}
+def stop_signature(run: Run, last_step: Step | None) -> StopSignature:
+    """``run``'s signature from its last step (``None``: it has none)."""
+    call = _failing_call(*(getattr(last_step, f) for f in SIGNATURE_STEP_FIELDS)) if last_step else ("", "")
+    return (run.scenario, run.policy_name, run.stop_reason, *call)
 
 
-def _unreviewed_alike(runs: list[Run]) -> list[Run]:
-    """Unreviewed guard stops with the scenario, policy and stop reason of one of ``runs``."""
-    kinds = {(r.scenario, r.policy_name, r.stop_reason) for r in runs if r.stop_reason in GUARD_STOPS}
-    if not kinds:
-        return []
+def unreviewed_stop_signatures(*, kinds: Iterable[tuple[str, str, str]]) -> dict[int, StopSignature]:
+    """The signature of every unreviewed guard stop of ``kinds`` (scenario, policy, stop reason), by run
+    id, in one query: each run's last step found through the (run, index) index at ``step_count``."""
     alike = Q()
-    for scenario, policy, reason in kinds:
-        alike |= Q(scenario=scenario, policy_name=policy, stop_reason=reason)
-    return list(
-        Run.objects.filter(alike, review__isnull=True).only("id", "scenario", "policy_name", "stop_reason", "verdict")
+    for scenario, policy, reason in set(kinds):
+        if reason in GUARD_STOPS:
+            alike |= Q(run__scenario=scenario, run__policy_name=policy, run__stop_reason=reason)
+    if not alike:
+        return {}
+    rows = (
+        Step.objects.filter(alike, run__review__isnull=True, index=F("run__step_count"))
+        .order_by()
+        .values_list("run_id", "run__scenario", "run__policy_name", "run__stop_reason", *SIGNATURE_STEP_FIELDS)
     )
+    return {row[0]: (row[1], row[2], row[3], *_failing_call(*row[4:])) for row in rows}
 
 
 def stops_identical(*, run: Run) -> list[Run]:
-    """The unreviewed guard stops identical to ``run`` (``stop_signature``), ``run`` left out; two queries."""
-    alike = [r for r in _unreviewed_alike([run]) if r.pk != run.pk]
-    calls = last_calls(run_ids=[run.pk, *(r.pk for r in alike)])
-    mine = stop_signature(run, calls.get(run.pk))
-    return [r for r in alike if stop_signature(r, calls.get(r.pk)) == mine]
+    """The unreviewed guard stops identical to ``run`` (``stop_signature``), ``run`` left out; three queries."""
+    signatures = unreviewed_stop_signatures(kinds=[(run.scenario, run.policy_name, run.stop_reason)])
+    mine = stop_signature(run, run.steps.filter(index=run.step_count).first())
+    ids = [pk for pk, signature in signatures.items() if signature == mine and pk != run.pk]
+    return list(Run.objects.filter(pk__in=ids).only("id", "status", "verdict", "stop_reason").order_by("id"))
 
 
 def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     """Each stopped run with its last failing calls, a run of the same scenario under another policy, and
-    how many unreviewed stops are identical to it. Five queries, whatever the number of runs and steps."""
+    how many unreviewed stops are identical to it. The same queries whatever the number of runs and steps."""
     ids = [r.pk for r in runs]
     tail: dict[int, list[Step]] = defaultdict(list)
     last_steps = (
@@ -923,16 +924,14 @@ def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     for step in last_steps:
         tail[step.run_id].append(step)
     peers = run_policy_peers(runs=runs, finished=True)
-    alike = _unreviewed_alike(runs)
-    calls = last_calls(run_ids=[r.pk for r in alike])
-    unreviewed = Counter(stop_signature(r, calls.get(r.pk)) for r in alike)
-    unreviewed_ids = {r.pk for r in alike}
+    unreviewed = unreviewed_stop_signatures(kinds=[(r.scenario, r.policy_name, r.stop_reason) for r in runs])
+    alike = Counter(unreviewed.values())
     cases = []
     for run in runs:
         other = min(peers[run.pk], key=lambda peer: PAIRINGS.index(peer.pairing), default=None)
         review = getattr(run, "review", None)  # reverse one-to-one: absent raises AttributeError
-        mine = stop_signature(run, next((s for s in reversed(tail[run.pk]) if s.kind == Step.Kind.TOOL_USE), None))
-        identical = unreviewed[mine] - (run.pk in unreviewed_ids)
+        mine = stop_signature(run, tail[run.pk][-1] if tail[run.pk] else None)
+        identical = alike[mine] - (run.pk in unreviewed)
         cases.append(
             StopCase(run=run, errors=tripping_errors(tail[run.pk]), other=other, review=review, identical=identical)
         )

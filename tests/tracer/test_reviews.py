@@ -377,6 +377,15 @@ def test_one_review_covers_every_identical_unreviewed_stop_and_no_other(admin_cl
     }
 
 
+def test_imported_stops_without_attempts_are_identical_by_their_tool_and_what_it_returned():
+    a, b, c = (guard_stop(source=Run.Source.IMPORT) for _ in range(3))
+    for run in (a, b, c):
+        run.steps.update(attempts=[])
+    c.steps.filter(index=3).update(result_content={"isError": True, "error": {"message": "something else"}})
+    assert selectors.stops_identical(run=a) == [b]
+    assert selectors.stops_identical(run=c) == []
+
+
 def test_a_bulk_review_with_a_bad_field_writes_nothing(admin_client):
     a, b = guard_stop(), guard_stop()
     response = admin_client.post(review_url(a), {"verdict": "nope", "identical": "on"}, headers=HTMX)
