@@ -9,6 +9,7 @@ values these events carry (stop reasons, step kinds, categories) are spelled in 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from functools import cache
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -16,8 +17,13 @@ T = TypeVar("T")
 
 def _known_fields(cls: type[T], data: dict[str, Any]) -> dict[str, Any]:
     """The entries of ``data`` that are fields of ``cls`` (data from older or newer writers still loads)."""
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    names = _field_names(cls)
     return {k: v for k, v in data.items() if k in names}
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
 
 
 @dataclass

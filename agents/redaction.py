@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from ahocorasick_rs import AhoCorasick
+
 MARKER = "[redacted: {}]"
 # Literal secret values shorter than this are not redacted: a short value ("test") would be replaced
 # inside ordinary words.
@@ -229,6 +231,9 @@ class Redactor:
             self._builtin.append(
                 (compiled, _replacement(MARKER.format(label), "keep" in compiled.groupindex), triggers)
             )
+        # every trigger once, and each literal as it is and as a JSON string spells it (``clean_json``)
+        self._trigger_scan = AhoCorasick(list(dict.fromkeys(t for _, _, triggers in self._builtin for t in triggers)))
+        self._literal_forms = [(value, json.dumps(value)[1:-1]) for value, _ in self._literals]
         self._cache: dict[str, str] = {}
         self._cached_chars = 0
         self._extra = []
@@ -254,7 +259,8 @@ class Redactor:
             if value in text:
                 text = text.replace(value, marker)
         low = text.lower()
-        for regex, replace, triggers in self._builtin:
+        # one pass for every trigger at once (most text has none), then each pattern's own
+        for regex, replace, triggers in self._builtin if self._any_trigger(low) else ():
             for trigger in triggers:
                 if trigger in low:
                     redacted = regex.sub(replace, text)
@@ -264,6 +270,27 @@ class Redactor:
         for regex, marker in self._extra:
             text = regex.sub(marker, text)
         return text
+
+    def clean_json(self, text: str) -> bool:
+        """Whether the value that ``text`` encodes (a JSON text as ``json.dumps`` writes it by default,
+        ASCII only) holds nothing to redact, so ``self(value)`` would equal it: no built-in pattern's
+        trigger anywhere in it (a secret-named key needs one too), no secret value, and no extra
+        pattern configured (those are tried on every string). One scan of one text instead of a walk
+        of the value; a ``\\u`` escape (non-ASCII text, whose lower case a trigger may hide in) also
+        answers False, and a trigger that only JSON's own quoting makes up (a false alarm) only means
+        the walk is taken after all.
+        """
+        if self._extra or "\\u" in text:
+            return False
+        for value, escaped in self._literal_forms:
+            if value in text or escaped in text:
+                return False
+        return not self._any_trigger(text.lower())
+
+    def _any_trigger(self, low: str) -> bool:
+        """Whether lower-case ``low`` contains any built-in pattern's trigger: one Aho-Corasick pass
+        over the text for all of them, instead of one ``in`` scan per trigger."""
+        return bool(self._trigger_scan.find_matches_as_indexes(low))
 
     def __call__(self, value: Any) -> Any:
         """A copy of ``value`` with secrets redacted: strings, dict keys, the values of secret-named

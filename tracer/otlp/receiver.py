@@ -32,7 +32,7 @@ from agents.vocabulary import StepKind
 from .. import redaction
 from ..ingest import IngestError, run_import_outcome
 from ..models import OtlpSpanBatch, OtlpTrace, Run
-from ..recording import DATABASE_LOST, RunRecord, runs_record_many
+from ..recording import DATABASE_LOST, RunRecord, rows_insert, runs_record_many
 from . import conventions
 from .wire import Span
 
@@ -154,7 +154,7 @@ def spans_receive(*, spans: list[Span], user) -> Receipt:
 
 def spans_packed(spans: list[Span]) -> bytes:
     """Spans as ``OtlpSpanBatch.data``: compact JSON, zlib-compressed (fast level: about 8× smaller)."""
-    text = json.dumps([s.to_dict() for s in spans], ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps([s.to_dict() for s in spans], separators=(",", ":"))
     return zlib.compress(text.encode(), 1)
 
 
@@ -205,18 +205,16 @@ def _record(*, trace_id: str, reading: conventions.TraceReading, user) -> RunRec
 
 def _traces_create(items: list[tuple[str, conventions.TraceReading, list[Span]]], *, user) -> None:
     """Record traces seen for the first time, all in one transaction: their runs and steps
-    (``recording.runs_record_many``), their trace rows and their spans, one multi-row INSERT each."""
+    (``recording.runs_record_many``), their trace rows and their spans, in multi-row INSERTs
+    (``recording.rows_insert``)."""
     with transaction.atomic():
         runs = runs_record_many(records=[_record(trace_id=t, reading=r, user=user) for t, r, _ in items])
-        traces = OtlpTrace.objects.bulk_create(
-            [
-                OtlpTrace(owner=user, trace_id=trace_id, run=run, span_count=len(fresh), complete=reading.complete)
-                for (trace_id, reading, fresh), run in zip(items, runs, strict=True)
-            ]
-        )
-        OtlpSpanBatch.objects.bulk_create(
-            [_span_batch(trace, fresh) for trace, (_, _, fresh) in zip(traces, items, strict=True)]
-        )
+        traces = [
+            OtlpTrace(owner=user, trace_id=trace_id, run=run, span_count=len(fresh), complete=reading.complete)
+            for (trace_id, reading, fresh), run in zip(items, runs, strict=True)
+        ]
+        rows_insert(rows=traces)
+        rows_insert(rows=[_span_batch(trace, fresh) for trace, (_, _, fresh) in zip(traces, items, strict=True)])
 
 
 def _trace_update(

@@ -163,7 +163,17 @@ def _pb_value(value) -> Any:
 
 
 def _pb_attributes(attributes) -> dict[str, Any]:
-    return {clean(kv.key): _pb_value(kv.value) for kv in attributes}
+    out: dict[str, Any] = {}
+    for kv in attributes:  # most values are strings: read those without a call
+        key, value = kv.key, kv.value
+        if "\x00" in key:
+            key = clean(key)
+        text = value.string_value  # "" unless the value is a string
+        if text or value.WhichOneof("value") == "string_value":
+            out[key] = text if "\x00" not in text else clean(text)
+        else:
+            out[key] = _pb_value(value)
+    return out
 
 
 def _decode_protobuf(body: bytes) -> Decoded:
