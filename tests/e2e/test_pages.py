@@ -241,3 +241,53 @@ def test_a_fragment_the_server_could_not_give_is_said_not_dropped_in_silence(sig
     verdict.select_option("")  # the server answers again: the message goes
     expect(alert).to_be_hidden()
     expect(page.locator("#run-rows tr")).to_have_count(2)
+
+
+# Every control a person can see: the ones Tab must reach. A radio group is one stop (arrows move
+# within it), so only its first radio is asked for.
+CONTROLS = """() => {
+    const seen = new Set();
+    const all = document.querySelectorAll("a[href], button, input, select, textarea, summary");
+    const controls = [...all].filter((el) => {
+        if (el.disabled || el.type === "hidden" || !el.checkVisibility()) return false;
+        if (el.type === "radio") {
+            if (seen.has(el.name)) return false;
+            seen.add(el.name);
+        }
+        return true;
+    });
+    controls.forEach((el, i) => (el.dataset.kb = i));
+    return controls.map((el) => `${el.tagName.toLowerCase()} ${el.name || el.textContent.trim().slice(0, 30)}`);
+}"""
+REACHED = """() => {
+    const el = document.activeElement;
+    const radio = el.type === "radio" && document.querySelector(`[data-kb][name="${el.name}"]`);
+    return (radio || el).dataset.kb ?? null;
+}"""
+
+
+@pytest.mark.parametrize("where", ["runs", "run", "compare", "policies", "stops", "launch", "import", "tokens"])
+def test_tab_reaches_every_control_a_person_can_see(signed_in: Page, live_server, where):
+    page = signed_in
+    a, b = refund_too_old_starter(), refund_too_old_structured()
+    guard_stop()
+    url = {
+        "runs": "/",
+        "run": f"/runs/{a.pk}/",
+        "compare": f"/compare/?a={a.pk}&b={b.pk}",
+        "policies": "/policies/",
+        "stops": "/stops/",
+        "launch": "/launch/",
+        "import": "/import/",
+        "tokens": "/tokens/",
+    }[where]
+    page.goto(live_server.url + url)
+    controls = page.evaluate(CONTROLS)
+    reached = set()
+    for _ in range(3 * len(controls) + 10):
+        page.keyboard.press("Tab")
+        index = page.evaluate(REACHED)
+        if index is not None:
+            reached.add(int(index))
+    missed = [name for i, name in enumerate(controls) if i not in reached]
+    assert missed == [], f"Tab never reaches {missed}"
