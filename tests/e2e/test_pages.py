@@ -291,3 +291,27 @@ def test_tab_reaches_every_control_a_person_can_see(signed_in: Page, live_server
             reached.add(int(index))
     missed = [name for i, name in enumerate(controls) if i not in reached]
     assert missed == [], f"Tab never reaches {missed}"
+
+
+@pytest.mark.parametrize("where", ["run", "compare", "picker", "stops", "launch", "import", "tokens", "missing"])
+def test_at_800_px_no_page_scrolls_sideways(narrow: Page, live_server, where):
+    page = narrow
+    a, b = refund_too_old_starter(), refund_too_old_structured()
+    guard_stop()
+    url = {
+        "run": f"/runs/{a.pk}/",
+        "compare": f"/compare/?a={a.pk}&b={b.pk}",
+        "picker": "/compare/",
+        "stops": "/stops/",
+        "launch": "/launch/",
+        "import": "/import/",
+        "tokens": "/tokens/",
+        "missing": "/runs/999999/",
+    }[where]
+    page.goto(live_server.url + url)
+    wide = page.evaluate(
+        """() => [...document.querySelectorAll("body *")]
+            .filter((el) => el.getBoundingClientRect().right > 801 && !el.closest(".table-wrap, pre"))
+            .map((el) => el.tagName.toLowerCase() + (el.className ? "." + el.className : ""))"""
+    )
+    assert page.evaluate("document.documentElement.scrollWidth") <= 800, wide
