@@ -124,3 +124,48 @@ document.addEventListener("htmx:sendError", () => {
 document.addEventListener("htmx:afterRequest", (event) => {
   if (event.detail.successful) requestError("");
 });
+
+// [data-follow] (a running run's page): while following, each step that arrives is scrolled into view;
+// the button stops following (and starts it again). It is hidden until this file shows it, and it
+// comes back with each swap of the run's status, so its state lives here.
+let followingSteps = true;
+let stepsSeen = document.querySelectorAll("#step-list > li.step").length;
+function newestStep() {
+  const steps = document.querySelectorAll("#step-list > li.step");
+  return steps[steps.length - 1];
+}
+function showFollow() {
+  document.querySelectorAll("[data-follow]").forEach((button) => {
+    button.hidden = false;
+    button.setAttribute("aria-pressed", String(followingSteps));
+    button.textContent = followingSteps ? "Stop following" : "Follow new steps";
+  });
+}
+document.addEventListener("click", (event) => {
+  if (!event.target.closest("[data-follow]")) return;
+  followingSteps = !followingSteps;
+  showFollow();
+  if (followingSteps) newestStep()?.scrollIntoView({ block: "end" });
+});
+document.addEventListener("DOMContentLoaded", () => {
+  stepsSeen = document.querySelectorAll("#step-list > li.step").length;
+  showFollow();
+});
+document.addEventListener("htmx:afterSettle", () => {
+  showFollow();
+  const count = document.querySelectorAll("#step-list > li.step").length;
+  if (count > stepsSeen && followingSteps) newestStep()?.scrollIntoView({ block: "end" });
+  stepsSeen = count;
+});
+
+// details[id] a person opened stay open when htmx swaps in a new copy of them (the transcript that
+// arrives with a run's end, the waterfall's words as it redraws); those they closed stay closed.
+let openDetails = [];
+document.addEventListener("htmx:beforeSwap", () => {
+  openDetails = [...document.querySelectorAll("details[open][id]")].map((details) => details.id);
+});
+function reopenDetails() {
+  openDetails.forEach((id) => document.getElementById(id)?.setAttribute("open", ""));
+}
+document.addEventListener("htmx:afterSwap", reopenDetails);
+document.addEventListener("htmx:afterSettle", reopenDetails);
