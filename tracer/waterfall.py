@@ -32,9 +32,11 @@ LABEL_CHARS = 30
 
 
 def seconds_text(value: float) -> str:
-    """A duration as the picture writes it: ``3.2 ms``, ``0.50 s``, ``12.3 s``, ``2 min 05 s``."""
+    """A duration as the picture writes it: ``3.2 ms``, ``140 ms``, ``1.50 s``, ``12.3 s``, ``2 min 05 s``."""
     if value < 0.01:
         return f"{value * 1000:.1f} ms"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
     if value < 10:
         return f"{value:.2f} s"
     if value < 60:
@@ -69,8 +71,8 @@ class Row:
 
     first: int
     last: int
-    tool: str
-    label: str
+    tool: str  # the tool's name, "final answer" or "model stopped"
+    label: str  # what the row's left column says
     start_s: float
     segments: list[Segment] = field(default_factory=list)
     attempts: int = 0
@@ -101,7 +103,7 @@ class Row:
         if self.folded:
             head = f"{self.steps_text}: {self.folded_text} to {self.tool}"
         else:
-            head = f"{self.steps_text} {self.label}"
+            head = f"{self.steps_text} {self.tool}"
         parts = [head]
         if self.attempts:
             parts.append(
@@ -173,35 +175,36 @@ def _number(value: Any) -> float:
     return float(value)
 
 
-def _step_segments(step: Any) -> list[Segment]:
+def _attempt_segments(attempts: Any, *, model: bool) -> list[Segment]:
+    """The segments of a model call's attempts (``model``) or a tool call's: each attempt after the wait
+    before it (a model retry's wait, or the harness's backoff)."""
     segments: list[Segment] = []
-    model_attempts = step.model_attempts if isinstance(step.model_attempts, list) else []
-    for a in model_attempts:
+    for a in attempts if isinstance(attempts, list) else []:
         if not isinstance(a, dict):
             continue
-        wait = _number(a.get("wait_s"))
+        number = a.get("number")
+        wait = _number(a.get("wait_s" if model else "backoff_s"))
         if wait:
+            before = f"model attempt {number}" if model else f"attempt {number}"
             segments.append(
-                Segment("wait", 0, wait, f"waited {seconds_text(wait)} before model attempt {a.get('number')}")
+                Segment("wait", 0, wait, f"{'' if model else 'backoff: '}waited {seconds_text(wait)} before {before}")
             )
         latency = _number(a.get("latency_ms")) / 1000
-        failed = bool(a.get("error"))
-        what = f"model call attempt {a.get('number')}: {'failed' if failed else 'answered'} in {seconds_text(latency)}"
-        segments.append(Segment("model-fail" if failed else "model", 0, latency, what))
-    attempts = step.attempts if isinstance(step.attempts, list) else []
-    for a in attempts:
-        if not isinstance(a, dict):
-            continue
-        backoff = _number(a.get("backoff_s"))
-        if backoff:
-            segments.append(
-                Segment("wait", 0, backoff, f"backoff: waited {seconds_text(backoff)} before attempt {a.get('number')}")
+        if model:
+            failed = bool(a.get("error"))
+            kind, what = (
+                ("model-fail" if failed else "model"),
+                f"model call attempt {number}: {'failed' if failed else 'answered'} in",
             )
-        latency = _number(a.get("latency_ms")) / 1000
-        ok = bool(a.get("ok"))
-        what = f"attempt {a.get('number')}: {'ok' if ok else 'failed'} after {seconds_text(latency)}"
-        segments.append(Segment("ok" if ok else "fail", 0, latency, what))
+        else:
+            ok = bool(a.get("ok"))
+            kind, what = ("ok" if ok else "fail"), f"attempt {number}: {'ok' if ok else 'failed'} after"
+        segments.append(Segment(kind, 0, latency, f"{what} {seconds_text(latency)}"))
     return segments
+
+
+def _step_segments(step: Any) -> list[Segment]:
+    return _attempt_segments(step.model_attempts, model=True) + _attempt_segments(step.attempts, model=False)
 
 
 def _identity(step: Any) -> str | None:
@@ -212,14 +215,16 @@ def _identity(step: Any) -> str | None:
     return json.dumps([step.tool_name, step.input, step.category, step.result_content], sort_keys=True, default=str)
 
 
-def _label(step: Any) -> str:
+def _name(step: Any) -> str:
     if step.kind == "final_answer":
-        text = "final answer"
-    elif step.kind == "model_stop":
-        text = "model stopped"
-    else:
-        text = step.tool_name or "tool call"
-    text = f"{step.index} {text}"
+        return "final answer"
+    if step.kind == "model_stop":
+        return "model stopped"
+    return step.tool_name or "tool call"
+
+
+def _label(step: Any) -> str:
+    text = f"{step.index} {_name(step)}"
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 
@@ -279,7 +284,7 @@ def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
             Row(
                 first=step.index,
                 last=step.index,
-                tool=step.tool_name,
+                tool=_name(step),
                 label=_label(step),
                 start_s=start,
                 segments=segments,

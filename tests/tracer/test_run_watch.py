@@ -61,7 +61,7 @@ def test_a_step_is_a_row_of_its_attempts_with_the_backoff_gaps_between_them():
     assert row.attempts == 3 and row.failed and row.waited_s == 1.5
     assert row.duration_text == "1.60 s"
     assert row.summary == (
-        "step 1 1 lookup_order; 3 attempts, failed; 2 backoff gaps (1.50 s waiting: 0.50 s, 1.00 s); "
+        "step 1 lookup_order; 3 attempts, failed; 2 backoff gaps (1.50 s waiting: 500 ms, 1.00 s); "
         "1.60 s in all, from 0.0 ms"
     )
     # drawn left to right in proportion, on one axis that ends where the run's measured time ends
@@ -152,17 +152,26 @@ def test_the_run_page_draws_its_waterfall_with_durations_gaps_and_folded_repeats
     svg = doc.one("#run-waterfall svg")
     rows = svg.select("g.row")
     assert [r["aria-label"].split(";")[0] for r in rows] == [
-        "step 1 1 lookup_order",
+        "step 1 lookup_order",
         "steps 2–8: 7 more identical failing calls to lookup_order",
-        "step 9 9 lookup_order",
-        "step 10 10 final answer",
+        "step 9 lookup_order",
+        "step 10 final answer",
     ]
-    assert "2 backoff gaps (1.50 s waiting: 0.50 s, 1.00 s)" in rows[0]["aria-label"]
+    assert "2 backoff gaps (1.50 s waiting: 500 ms, 1.00 s)" in rows[0]["aria-label"]
     assert [t for t in svg.texts("text.figure")] == ["1.60 s", "11.2 s", "1.60 s", "0.0 ms"]
     assert len(rows[1].select("line.wait")) == 14  # the folded calls' backoffs still show
     assert "7 more identical failing calls" in svg.texts("text.label")
     assert "7 identical failing calls folded" in svg["aria-label"]
     assert doc.one("#waterfall-text").texts("li")[1].startswith("steps 2–8: 7 more identical failing calls")
+
+
+def test_a_tool_name_from_a_trace_is_drawn_as_text(admin_client):
+    run = RunFactory(step_count=1, source=Run.Source.IMPORT)
+    steps_add(run, [tool_step(1, [ok_attempt(1)], tool='<img src=x onerror="alert(1)">')])
+    response = admin_client.get(reverse("tracer:run", args=[run.pk]))
+    svg = page(response).one("#run-waterfall svg")
+    assert svg.select("img") == [] and b"<img src=x" not in response.content
+    assert svg.one("g.row")["aria-label"].startswith('step 1 <img src=x onerror="alert(1)">')
 
 
 def test_the_waterfall_redraws_itself_while_the_run_runs_and_stops_when_it_ended(admin_client):
