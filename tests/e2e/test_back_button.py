@@ -74,6 +74,23 @@ def test_back_to_a_later_page_of_the_runs_list(signed_in: Page, live_server):
     expect(page.locator("#run-rows tr")).to_have_count(5)
 
 
+def test_back_to_a_sorted_runs_list(signed_in: Page, live_server):
+    page = signed_in
+    Run.objects.bulk_create([Run(scenario=name, status=Run.Status.FINISHED) for name in ("beta", "alpha", "gamma")])
+    page.goto(f"{live_server.url}/")
+    scenarios = page.locator("#run-rows tr td:nth-child(3)")
+    page.get_by_role("link", name="Scenario").click()  # htmx swaps the table, sorted, and pushes the URL
+    expect(page).to_have_url(re.compile(r"sort=scenario"))
+    expect(scenarios).to_have_text(["alpha", "beta", "gamma"])
+    page.locator("#run-rows a").first.click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Run #")
+
+    page.go_back()
+    expect_whole_page(page, "Runs")
+    expect(scenarios).to_have_text(["alpha", "beta", "gamma"])
+    expect(page.locator("th[aria-sort=ascending]")).to_have_text(re.compile("Scenario"))
+
+
 def test_back_to_a_narrowed_policy_matrix(signed_in: Page, live_server):
     page = signed_in
     refund_too_old_starter()
