@@ -3,13 +3,13 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponseRedirect
 from django.templatetags.static import static
 from django.urls import include, path
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from tracer.api import api
 from tracer.otlp import views as otlp_views
 
 
-@require_GET
+@require_safe
 def favicon(request: HttpRequest) -> HttpResponseRedirect:
     """Pages link static/favicon.svg; browsers and tools that ask /favicon.ico anyway (the admin, the
     API docs) are sent there, rather than to a 404. Looked up per request: its served name has a hash."""

@@ -84,5 +84,6 @@ def test_every_page_links_a_favicon_that_whitenoise_serves_and_favicon_ico_leads
     assert b"<svg" in b"".join(response.streaming_content)
     response.close()
     # /favicon.ico, which the admin's pages and tools ask for without reading the page, leads there too.
-    redirect = client.get("/favicon.ico")
-    assert redirect.status_code == 302 and redirect["Location"] == icon["href"]
+    for ask in (client.get, client.head):
+        redirect = ask("/favicon.ico")
+        assert redirect.status_code == 302 and redirect["Location"] == icon["href"]
