@@ -271,10 +271,12 @@ RLT_TEST_HOLD_FILE = os.environ.get("RLT_TEST_HOLD_FILE", "")
 # sends the sweep, which ends ``interrupted`` the runs whose lease lapsed and queues one re-run of
 # each, sends again a queued run's task after RLT_RESEND_AFTER_S (doubling with each send, at most
 # 32 ×), and gives up on queued runs no worker took in RLT_QUEUED_GIVE_UP_S while no worker worked.
+# Runs from outside (the step API, OTLP) with no step or span for RLT_OUTSIDE_IDLE_S end interrupted.
 RLT_LEASE_S = float(os.environ.get("RLT_LEASE_S") or 60)
 RLT_SWEEP_S = float(os.environ.get("RLT_SWEEP_S") or 15)
 RLT_RESEND_AFTER_S = float(os.environ.get("RLT_RESEND_AFTER_S") or 30)
 RLT_QUEUED_GIVE_UP_S = float(os.environ.get("RLT_QUEUED_GIVE_UP_S") or 3600)
+RLT_OUTSIDE_IDLE_S = float(os.environ.get("RLT_OUTSIDE_IDLE_S") or 3600)
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {
         "task": "tracer.tasks.runs_sweep_task",

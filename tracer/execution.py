@@ -28,13 +28,13 @@ from datetime import datetime, timedelta
 import psutil
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from agents.events import RunEnd
 
 from . import delivery
-from .models import Experiment, Run
+from .models import Experiment, OtlpSpanBatch, Run, Step
 from .recording import DATABASE_LOST, DbRecorder, RecordingStopped, lease_expires, run_finish, run_lease_renew
 
 logger = logging.getLogger(__name__)
@@ -562,6 +562,41 @@ def runs_give_up_unclaimed(*, now: datetime | None = None) -> int:
     return ended
 
 
+def runs_end_idle_outside(*, now: datetime | None = None) -> int:
+    """End ``interrupted`` the runs from outside (the step API, OTLP, a document sent as still
+    running) that are still open with nothing heard of them for ``RLT_OUTSIDE_IDLE_S``: no step
+    written and no OTLP span received in that time, counted from when the run arrived. Their sender
+    stopped reporting (its agent died, or never sent the root span or the finish call); no worker
+    here can end them. Not re-run: they were not executed here. Returns how many were ended.
+
+    Afterwards, a step sent to such a run through the API is refused, as to any ended run; a span of
+    its trace has the run written again from all the trace's spans (``tracer.otlp.receiver``), open
+    until its root span arrives or it is idle that long again.
+    """
+    now = now or timezone.now()
+    idle_s = settings.RLT_OUTSIDE_IDLE_S
+    cutoff = now - timedelta(seconds=idle_s)
+    idle = (
+        Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING], created_at__lt=cutoff)
+        .exclude(source=Run.Source.AGENT)
+        .exclude(Exists(Step.objects.filter(run=OuterRef("pk"), created_at__gte=cutoff)))
+        .exclude(Exists(OtlpSpanBatch.objects.filter(trace__run=OuterRef("pk"), received_at__gte=cutoff)))
+    )
+    error = (
+        f"no step or span of this run arrived for {_duration(idle_s)} (RLT_OUTSIDE_IDLE_S): its sender "
+        "stopped reporting before ending it"
+    )
+    ended = 0
+    for pk in list(idle.order_by("pk").values_list("pk", flat=True)[:SWEEP_BATCH]):
+        with transaction.atomic():
+            run = _lock(idle, pk=pk)
+            if run is not None:
+                ended += run_finish(run=run, end=RunEnd(stop_reason=Run.StopReason.INTERRUPTED, error=error))
+    if ended:
+        logger.warning("ended %d run(s) from outside that sent nothing for %s", ended, _duration(idle_s))
+    return ended
+
+
 def runs_end_orphaned_children() -> int:
     """End ``interrupted`` the sub-agent runs still open under a run that has ended."""
     ended = 0
@@ -584,13 +619,14 @@ class SweepReport:
     resent: int = 0
     given_up: int = 0
     orphans_ended: int = 0
+    idle_outside_ended: int = 0
 
     def __str__(self) -> str:
         reruns = sum(1 for i in self.interrupted if i.rerun_id)
         return (
             f"{len(self.interrupted)} run(s) interrupted (lease lapsed), {reruns} re-run(s) queued, "
             f"{self.resent} queued run(s) sent again, {self.given_up} queued run(s) given up, "
-            f"{self.orphans_ended} sub-agent run(s) ended"
+            f"{self.orphans_ended} sub-agent run(s) ended, {self.idle_outside_ended} idle run(s) from outside ended"
         )
 
 
@@ -600,8 +636,9 @@ def runs_sweep(*, now: datetime | None = None) -> SweepReport:
     In order: interrupt runs whose lease lapsed, each with one re-run (``run_interrupt_stale``);
     send again the tasks of queued runs whose message may be lost (``runs_resend``); give up on
     queued runs no worker takes (``runs_give_up_unclaimed``); end sub-agent runs left open under an
-    ended run. Each change is a conditional ``UPDATE`` (and a skipped row lock on PostgreSQL), so a
-    second sweep at the same time changes nothing twice.
+    ended run; end runs from outside whose sender went quiet (``runs_end_idle_outside``). Each change
+    is a conditional ``UPDATE`` (and a skipped row lock on PostgreSQL), so a second sweep at the same
+    time changes nothing twice.
     """
     now = now or timezone.now()
     return SweepReport(
@@ -609,4 +646,5 @@ def runs_sweep(*, now: datetime | None = None) -> SweepReport:
         resent=runs_resend(now=now),
         given_up=runs_give_up_unclaimed(now=now),
         orphans_ended=runs_end_orphaned_children(),
+        idle_outside_ended=runs_end_idle_outside(now=now),
     )

@@ -205,6 +205,37 @@ def test_appending_to_a_finished_run_is_refused_with_409_and_nothing_is_written(
     assert Run.objects.get(pk=run_id).step_count == 1 == Step.objects.filter(run_id=run_id).count()
 
 
+def test_a_run_whose_sender_went_quiet_is_ended_interrupted_by_the_sweep_and_a_late_step_refused(api, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories import RunFactory
+    from tracer.execution import runs_sweep
+
+    settings.RLT_OUTSIDE_IDLE_S = 3600
+    quiet = api.post("/runs", {}).json()["id"]
+    busy = api.post("/runs", {}).json()["id"]
+    now = timezone.now()
+    Run.objects.filter(pk__in=[quiet, busy]).update(created_at=now - timedelta(hours=3))
+    api.post(f"/runs/{busy}/steps", {"steps": [tool_use()]})  # a step now: the sender is still there
+    executed_here = RunFactory(status=Run.Status.RUNNING, lease_expires_at=now + timedelta(minutes=5))
+    Run.objects.filter(pk=executed_here.pk).update(created_at=now - timedelta(hours=3))
+
+    assert runs_sweep(now=now).idle_outside_ended == 1
+    ended = Run.objects.get(pk=quiet)
+    assert (ended.status, ended.stop_reason) == (Run.Status.FINISHED, Run.StopReason.INTERRUPTED)
+    assert "no step or span of this run arrived for 1 h (RLT_OUTSIDE_IDLE_S)" in ended.error
+    assert Run.objects.get(pk=busy).status == Run.Status.RUNNING
+    assert Run.objects.get(pk=executed_here.pk).status == Run.Status.RUNNING  # its worker's lease rules it
+    late = api.post(f"/runs/{quiet}/steps", {"steps": [tool_use()]})
+    assert late.status_code == 409 and "already ended (interrupted" in " ".join(errors_of(late).values())
+
+    assert runs_sweep(now=now + timedelta(hours=1, minutes=1)).idle_outside_ended == 1  # quiet since its step
+    assert Run.objects.get(pk=busy).stop_reason == Run.StopReason.INTERRUPTED
+    assert runs_sweep(now=now + timedelta(hours=2)).idle_outside_ended == 0  # each ended once
+
+
 def test_finishing_twice_the_same_way_is_harmless(api):
     run_id = api.post("/runs", {}).json()["id"]
     assert api.post(f"/runs/{run_id}/finish", {"stop_reason": "max_steps"}).status_code == 200

@@ -36,7 +36,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from tests.factories import RunFactory
 from tracer import ingest, selectors
-from tracer.models import PolicyVariant, Run, Step
+from tracer.models import OtlpTrace, PolicyVariant, Run, Step
 from tracer.tokens import token_create, token_revoke
 
 BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench"
@@ -321,6 +321,48 @@ def test_a_live_run_shows_its_steps_before_its_root_span_arrives(client, sender,
     assert post(client, secret, pb_body([root])).status_code == 200
     assert recorded(row) == expected(run)
     assert row.status == Run.Status.FINISHED and row.finished_at is not None
+
+
+def test_a_trace_whose_spans_stop_coming_ends_interrupted_and_a_late_span_writes_it_again(client, sender, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tracer.execution import runs_sweep
+
+    settings.RLT_OUTSIDE_IDLE_S = 600
+    user, _, secret = sender
+    run = next(r for r in bench_runs(10) if r["stop_reason"] == "final_answer")
+    root, *children = bench_spans(run)
+    assert post(client, secret, pb_body(children[:2])).status_code == 200
+    row = the_run(user)
+    assert runs_sweep(now=timezone.now() + timedelta(seconds=590)).idle_outside_ended == 0
+    assert runs_sweep(now=timezone.now() + timedelta(seconds=610)).idle_outside_ended == 1
+    row.refresh_from_db()
+    assert (row.status, row.stop_reason) == (Run.Status.FINISHED, Run.StopReason.INTERRUPTED)
+    assert "no step or span of this run arrived for 10 min" in row.error
+    # the agent was only slow: the rest of its spans arrive, and the run is written again from all of them
+    response = post(client, secret, pb_body([*children[2:], root]))
+    assert response.status_code == 200 and not answer(response).HasField("partial_success")
+    again = the_run(user)
+    assert again.pk == row.pk
+    assert recorded(again) == expected(run)
+    assert (again.status, again.stop_reason, again.error) == (Run.Status.FINISHED, "final_answer", "")
+
+
+def test_the_import_permission_is_asked_again_with_every_request(client, sender):
+    user, _, secret = sender
+    run = next(r for r in bench_runs(10) if r["stop_reason"] == "final_answer")
+    root, *children = bench_spans(run)
+    assert post(client, secret, pb_body(children[:2])).status_code == 200
+    written = the_run(user).step_count
+    user.user_permissions.clear()  # an administrator takes the permission away between two exports
+    response = post(client, secret, pb_body(children[2:]))
+    assert response.status_code == 403 and "tracer.add_run" in refusal(response)[0]
+    assert the_run(user).step_count == written and OtlpTrace.objects.get(owner=user).span_count == 2
+    user.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
+    assert post(client, secret, pb_body([*children[2:], root])).status_code == 200
+    assert recorded(the_run(user)) == expected(run)
 
 
 def test_bench_pairs_compare_and_aggregate_like_built_in_runs(client, sender, admin_client):
