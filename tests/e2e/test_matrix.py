@@ -45,8 +45,18 @@ def test_pick_experiments_and_a_backend_then_read_totals_verdict_and_chart(watch
     expect(summary).to_contain_text("These runs mix model backends (claude 3, simulated 40)")
     expect(totals_rows(page)).to_have_count(2)
 
-    # the pickers: one experiment, the simulated backend
-    page.locator(".matrix-runs").get_by_label(re.compile("retry study")).check()
+    # the pickers: two experiments (the claude runs belong to none), then one and the simulated backend
+    pickers = page.locator(".matrix-runs")
+    pickers.get_by_label(re.compile("retry study")).check()
+    pickers.get_by_label(re.compile("old demo")).check()
+    page.get_by_role("button", name="Count these runs").click()
+    expect(page).to_have_url(
+        re.compile(rf"experiment={study.pk}&experiment={demo.pk}|experiment={demo.pk}&experiment={study.pk}")
+    )
+    expect(totals_rows(page).filter(has_text="starter").locator("td").nth(0)).to_have_text("22")
+    expect(totals_rows(page).filter(has_text="structured").locator("td").nth(0)).to_have_text("18")
+    expect(summary).not_to_contain_text("mix model backends")
+    pickers.get_by_label(re.compile("old demo")).uncheck()
     page.get_by_label("Model backend").select_option("simulated")
     page.get_by_role("button", name="Count these runs").click()
     expect(page).to_have_url(re.compile(rf"experiment={study.pk}.*model_backend=simulated"))
