@@ -206,7 +206,7 @@ _PLAIN_TYPES: dict[str, tuple[type, ...]] = {
     "BigIntegerField": (int,),
     "AutoField": (int,),
     "BigAutoField": (int,),
-    "FloatField": (float, int),
+    "FloatField": (float,),  # an int goes through the field (float()): an array holds one type
 }
 
 

@@ -60,7 +60,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters = form.filters()
     sort = filters.get("sort") or selectors.DEFAULT_RUN_SORT
     runs = selectors.run_list(filters=filters, sort=sort)
-    page = selectors.run_page(runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE)
+    page = selectors.run_page(
+        runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE, searched=bool(filters.get("q"))
+    )
     context = {"form": form, "page": page, "sort": sort, "live": _live_query([r for r in page if r.is_active])}
     if request.htmx.target == "run-rows":
         return render(request, "tracer/run_list.html#run-rows", context)

@@ -86,10 +86,11 @@ def test_each_column_sort_reads_its_index_in_order(name, direction):
 
 
 def test_the_run_count_stops_at_its_cap():
-    with CaptureQueriesContext(connection) as ctx:
-        selectors.run_page(runs=selectors.run_list(filters={}), page=1, per_page=50)
-    [count] = [q["sql"] for q in ctx.captured_queries if "COUNT(" in q["sql"]]
-    assert f"LIMIT {selectors.RUN_COUNT_CAP + 1}" in count
+    for filters, cap in (({}, selectors.RUN_COUNT_CAP), ({"q": "laptop"}, selectors.SEARCH_COUNT_CAP)):
+        with CaptureQueriesContext(connection) as ctx:
+            selectors.run_page(runs=selectors.run_list(filters=filters), page=1, per_page=50, searched="q" in filters)
+        [count] = [q["sql"] for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+        assert f"LIMIT {cap + 1}" in count
 
 
 def test_the_filter_choices_probe_an_index_per_value_instead_of_reading_every_run():

@@ -173,6 +173,8 @@ def test_the_list_counts_up_to_a_cap_and_still_pages_beyond_it(admin_client, mon
     doc = page(admin_client.get(RUNS, {"page": "3"}))
     assert len(doc.select("#run-rows tr[id]")) == 20
     assert "older →" not in doc.one(".pager").text
+    monkeypatch.setattr(selectors, "SEARCH_COUNT_CAP", 30)  # a search counts fewer
+    assert "more than 30 runs" in page(admin_client.get(RUNS, {"q": "refund"})).one(".table-tools").text
     monkeypatch.setattr(selectors, "RUN_COUNT_CAP", 1000)
     doc = page(admin_client.get(RUNS, {"page": "99"}))  # past the end: the last page
     assert "120 runs" in doc.one(".table-tools").text and "page 3 of 3" in doc.one(".pager").text
