@@ -63,7 +63,8 @@ STEP_FIELDS = (
     "api_stop_reason",  # a model_stop step's
 )
 
-# What the picture of a run reads of each step.
+# What the picture of a run reads of each step, and how many steps at a time.
+WATERFALL_CHUNK = 60
 WATERFALL_FIELDS = (
     *("index", "kind", "tool_name", "input", "is_error", "category", "result_content"),
     *("attempts", "model_attempts"),
@@ -327,9 +328,10 @@ def run_sub_agents(*, run: Run) -> SubAgents:
 
 
 def run_waterfall(*, run: Run) -> Waterfall:
-    """The picture of ``run``'s steps (``waterfall``): one query, of its first ``MAX_STEPS`` steps."""
+    """The picture of ``run``'s steps (``waterfall``): one query, read in chunks only until the picture's
+    rows are full, so a long run's later steps are neither fetched nor decoded."""
     steps = Step.objects.filter(run=run).only(*WATERFALL_FIELDS).order_by("index")[: waterfall.MAX_STEPS]
-    return waterfall.waterfall_build(steps=steps, step_count=run.step_count)
+    return waterfall.waterfall_build(steps=steps.iterator(chunk_size=WATERFALL_CHUNK), step_count=run.step_count)
 
 
 def run_other_policies(*, run: Run) -> list[Run]:

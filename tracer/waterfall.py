@@ -15,7 +15,11 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 WIDTH = 760
 LABEL_END = 196  # the step labels end here (right-aligned)
@@ -26,8 +30,8 @@ TOP = 22  # below the axis labels
 ROW_H = 22
 BAR_H = 12
 MIN_BAR = 1.5  # an attempt too short to see still shows as a tick
-MAX_ROWS = 80  # rows drawn; a longer run says how many steps are left out
-MAX_STEPS = 400  # steps read for the picture: the first ones of a longer run
+MAX_ROWS = 50  # rows drawn; a longer run says how many steps are left out
+MAX_STEPS = 1000  # steps asked for; reading stops once the rows are full
 LABEL_CHARS = 30
 
 
@@ -97,7 +101,7 @@ class Row:
     def folded_text(self) -> str:
         return f"{self.folded} more identical failing call{'s' if self.folded != 1 else ''}"
 
-    @property
+    @cached_property  # asked for three times a row, once the row is complete
     def summary(self) -> str:
         """The row in words: its accessible name and the text alternative's line."""
         if self.folded:
@@ -133,7 +137,6 @@ class Waterfall:
     total_s: float
     steps: int  # steps in the picture
     of_steps: int  # steps the run has
-    hidden_steps: int  # steps past MAX_ROWS rows, not drawn
     ticks: list[Tick]
     width: int = WIDTH
     label_end: int = LABEL_END
@@ -141,6 +144,11 @@ class Waterfall:
     plot_w: int = PLOT_W
     figure_x: int = FIGURE_X
     bar_h: int = BAR_H
+
+    @property
+    def hidden_steps(self) -> int:
+        """The run's later steps, left out once ``MAX_ROWS`` rows were drawn."""
+        return self.of_steps - self.steps
 
     @property
     def height(self) -> int:
@@ -155,16 +163,59 @@ class Waterfall:
         return sum(r.waited_s for r in self.rows)
 
     @property
+    def svg(self) -> SafeString:
+        """The picture as inline SVG: presentation attributes only (the CSP allows no style attribute;
+        colours are app.css's classes). Every text in it goes through ``escape``; the rest are numbers
+        and class names of this module. Drawn here rather than in a template, and without a
+        ``format_html`` per value: a 50-row picture through either took most of a run page's time."""
+        ticks = "".join(
+            f'<line class="tick" x1="{t.x}" x2="{t.x}" y1="16" y2="{self.height}"/>'
+            f'<text class="axis" x="{t.x}" y="12" text-anchor="middle">{escape(t.text)}</text>'
+            for t in self.ticks
+        )
+        rows = "".join(self._row_svg(row) for row in self.rows)
+        label = escape(f"Waterfall of the run: {self.summary}")
+        return mark_safe(  # every text escaped above and in _row_svg
+            f'<svg class="waterfall" viewBox="0 0 {self.width} {self.height}" role="group" aria-label="{label}">'
+            f"{ticks}{rows}</svg>"
+        )
+
+    def _row_svg(self, row: Row) -> str:
+        mid, bar_y, text_y = row.y + 10, row.y + 4, row.y + 15
+        parts = []
+        for seg in row.segments:
+            title = escape(seg.title)
+            if seg.kind == "wait":
+                parts.append(
+                    f'<line class="wait" x1="{seg.x}" x2="{seg.end_x}" y1="{mid}" y2="{mid}">'
+                    f"<title>{title}</title></line>"
+                )
+            else:
+                parts.append(
+                    f'<rect class="seg {seg.kind}" x="{seg.x}" y="{bar_y}" width="{seg.width}" height="{self.bar_h}">'
+                    f"<title>{title}</title></rect>"
+                )
+        classes = "row" + (" folded" if row.folded else "") + (" failed" if row.failed else "")
+        summary = escape(row.summary)
+        return (
+            f'<g class="{classes}" role="img" aria-label="{summary}" data-steps="{row.first}-{row.last}">'
+            f"<title>{summary}</title>"
+            f'<text class="label" x="{self.label_end}" y="{text_y}" text-anchor="end">{escape(row.label)}</text>'
+            f"{''.join(parts)}"
+            f'<text class="figure" x="{self.figure_x}" y="{text_y}" text-anchor="end">'
+            f"{escape(row.duration_text)}</text>"
+            "</g>"
+        )
+
+    @property
     def summary(self) -> str:
         parts = [f"{self.steps} step{'s' if self.steps != 1 else ''} in {seconds_text(self.total_s)} of measured time"]
         if self.waited_s:
             parts.append(f"{seconds_text(self.waited_s)} of it waiting between attempts")
         if self.folded_steps:
             parts.append(f"{self.folded_steps} identical failing call{'s' if self.folded_steps != 1 else ''} folded")
-        if self.of_steps > self.steps + self.hidden_steps:
-            parts.append(f"the first {self.steps + self.hidden_steps} of {self.of_steps} steps")
         if self.hidden_steps:
-            parts.append(f"{self.hidden_steps} later steps not drawn")
+            parts.append(f"the first {self.steps} of {self.of_steps} steps: {self.hidden_steps} later ones not drawn")
         return "; ".join(parts)
 
 
@@ -243,28 +294,30 @@ def _ticks(total_s: float) -> list[Tick]:
 
 
 def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
-    """The waterfall of ``steps`` (Step rows in index order, with ``attempts`` and ``model_attempts``);
-    ``step_count``: the run's number of steps, to say when only the first ones were loaded."""
+    """The waterfall of ``steps`` (Step rows in index order, with ``attempts`` and ``model_attempts``),
+    read only until ``MAX_ROWS`` rows are full; ``step_count``: the run's number of steps, to say how
+    many are left out."""
     rows: list[Row] = []
-    hidden = 0
     clock = 0.0
     last_identity: str | None = None
-    shown = 0
+    drawn = 0
     for step in steps:
-        shown += 1
+        identity = _identity(step)
+        folds = identity is not None and identity == last_identity
+        if not (folds and rows[-1].folded) and len(rows) >= MAX_ROWS:
+            break  # this step needs a row of its own and there is none left
         segments = _step_segments(step)
         start = clock
         for segment in segments:
             segment.start_s = clock
             clock += segment.duration_s
-        identity = _identity(step)
+        drawn += 1
         attempts = sum(1 for s in segments if s.kind in ("ok", "fail"))
         waited = sum(s.duration_s for s in segments if s.kind == "wait")
-        if identity is not None and identity == last_identity and rows and not hidden:
+        if folds:
             row = rows[-1]
             if not row.folded:  # the first repeat: a folded row after the step it repeats
-                row = Row(first=step.index, last=step.index, tool=step.tool_name, label="", start_s=start)
-                row.failed = True
+                row = Row(first=step.index, last=step.index, tool=row.tool, label="", start_s=start, failed=True)
                 rows.append(row)
             row.last = step.index
             row.folded += 1
@@ -272,14 +325,8 @@ def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
             row.segments += segments
             row.attempts += attempts
             row.waited_s += waited
-            if len(rows) > MAX_ROWS:
-                rows.pop()
-                hidden += row.folded
             continue
         last_identity = identity
-        if len(rows) >= MAX_ROWS:
-            hidden += 1
-            continue
         rows.append(
             Row(
                 first=step.index,
@@ -293,18 +340,10 @@ def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
                 failed=bool(step.is_error),
             )
         )
-    drawn_total = max((r.start_s + r.duration_s for r in rows), default=0.0)
-    scale = PLOT_W / drawn_total if drawn_total > 0 else 0.0
+    scale = PLOT_W / clock if clock > 0 else 0.0
     for i, row in enumerate(rows):
         row.y = TOP + ROW_H * i
         for segment in row.segments:
             segment.x = round(PLOT_X + segment.start_s * scale, 1)
             segment.width = round(max(segment.duration_s * scale, MIN_BAR if segment.kind != "wait" else 0), 1)
-    return Waterfall(
-        rows=rows,
-        total_s=drawn_total,
-        steps=shown - hidden,
-        of_steps=max(step_count, shown),
-        hidden_steps=hidden,
-        ticks=_ticks(drawn_total),
-    )
+    return Waterfall(rows=rows, total_s=clock, steps=drawn, of_steps=max(step_count, drawn), ticks=_ticks(clock))

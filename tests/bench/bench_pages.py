@@ -587,6 +587,9 @@ def bench(args, where: str) -> int:
     from django.urls import reverse
 
     call_command("migrate", verbosity=0, interactive=False)
+    # Pages name their static files by hashed name with DEBUG off, as served: the manifest goes to the
+    # temporary RLT_VAR_DIR's static/ (a page asking for a file missing from it would fail).
+    call_command("collectstatic", verbosity=0, interactive=False)
     print(f"database: {where}")
     print(f"generating {args.runs:,} runs of about {args.steps_per_run} steps (batches of {args.batch:,}) ...")
     data = generate(args, random.Random(args.seed))
@@ -619,6 +622,13 @@ def bench(args, where: str) -> int:
         (f"run page, {run.step_count} steps", reverse("tracer:run", args=[run.pk]), None),
         (f"run page, {targets['long'].step_count} steps", reverse("tracer:run", args=[targets["long"].pk]), None),
     ]
+    # The picture of the run alone (the fragment a running run's page redraws as steps arrive): its share
+    # of the run page above.
+    picture = {"HX-Request": "true", "HX-Target": "run-waterfall"}
+    for target in (run, targets["long"]):
+        pages.append(
+            (f"run's waterfall (htmx), {target.step_count} steps", reverse("tracer:run", args=[target.pk]), picture)
+        )
     if live is not None:
         pages.append(
             (
