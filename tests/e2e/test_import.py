@@ -40,7 +40,7 @@ def test_two_uploaded_transcripts_import_and_compare_where_they_split(signed_in:
     expect(page.locator("progress[data-upload-bar]")).to_have_attribute("value", "100")
     refused = report.locator(".file-report", has_text="bad.jsonl")
     expect(refused).to_contain_text("steps[0].kind")
-    expect(refused).to_contain_text("expected one of tool_use, final_answer; got 'tool_call'")
+    expect(refused).to_contain_text("expected one of tool_use, final_answer, model_stop; got 'tool_call'")
     assert page.evaluate("window.cspViolations") == []
 
     starter = Run.objects.get(source_detail="starter.json")
