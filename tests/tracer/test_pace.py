@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.dom import page
@@ -59,8 +60,18 @@ def test_the_launch_form_takes_a_pace_and_names_a_bad_one(admin_client):
     experiment = Experiment.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("tracer:experiment", args=[experiment.pk])
     assert experiment.step_delay_s == 0.75
+    doc = page(admin_client.get(response["Location"]))
+    assert "paced: 0.75 s after each step" in doc.one(".page-head").text
     admin_client.post(reverse("tracer:launch"), {**choices, "step_delay_s": ""})
     assert Experiment.objects.order_by("-pk").first().step_delay_s is None
+
+
+def test_run_experiment_takes_a_pace_and_names_a_bad_one():
+    call_command("run_experiment", "--scenario", "refund-too-old", "--policy", "starter", "--pace", "0.5")
+    assert Experiment.objects.get().step_delay_s == 0.5
+    with pytest.raises(CommandError) as refused:
+        call_command("run_experiment", "--scenario", "refund-too-old", "--policy", "starter", "--pace", "99")
+    assert f"--pace: expected seconds between steps from 0 to {STEP_DELAY_MAX_S:g}" in str(refused.value)
 
 
 def test_the_worker_pauses_after_each_step_at_the_experiments_pace_instead_of_its_own(settings, pauses):

@@ -16,7 +16,12 @@ from django.utils import timezone
 from tracer.experiments import experiment_launch
 from tracer.models import Experiment, Run
 
-OPTION_OF_FIELD = {"scenarios": "--scenario", "policies": "--policy", "model_backend": "--model"}
+OPTION_OF_FIELD = {
+    "scenarios": "--scenario",
+    "policies": "--policy",
+    "model_backend": "--model",
+    "step_delay_s": "--pace",
+}
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -32,6 +32,14 @@ class Command(LaunchCommand):
             "--model", default=ModelBackendName.SIMULATED, help=f"model backend: {' or '.join(EXPERIMENT_BACKENDS)}"
         )
         parser.add_argument("--name", default="")
+        parser.add_argument(
+            "--pace",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="seconds a worker waits after each step of these runs, to watch them arrive (default: the worker's "
+            "RLT_STEP_DELAY_S)",
+        )
 
     def handle(self, *args, **opts):
         from agents.scenarios import scenario_names
@@ -45,4 +53,5 @@ class Command(LaunchCommand):
             model_backend=opts["model"],
             repeats=opts["repeats"],
             name=opts["name"],
+            step_delay_s=opts["pace"],
         )
