@@ -61,7 +61,7 @@ ATTEMPT_FIELDS = tuple(f.name for f in fields(Attempt))
 class ModelAttempt:
     """One HTTP attempt of one model call: the harness retries the Messages API itself (``agents.llm.base``)."""
 
-    number: int  # 1-based
+    number: int  # 1-based, within the step (a paused turn's continuations number on)
     status: int | None = None  # the HTTP status; None when no response came (no answer in time, no connection)
     request_id: str | None = None  # the API's ``request-id`` header
     error: str | None = None  # what went wrong, for a person ("overloaded (529)"); None when it answered
@@ -69,6 +69,8 @@ class ModelAttempt:
     retry_after_s: float | None = None  # the wait the API asked for (``retry-after``), before any cap
     wait_s: float = 0.0  # waited before this attempt (0 for the first)
     latency_ms: float = 0.0
+    # The first attempt of a call that continues a turn the API paused (pause_turn): a new call, not a retry.
+    continuation: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in MODEL_ATTEMPT_FIELDS}
@@ -81,9 +83,16 @@ class ModelAttempt:
 MODEL_ATTEMPT_FIELDS = tuple(f.name for f in fields(ModelAttempt))
 
 
+def is_model_retry(attempt: ModelAttempt | dict[str, Any]) -> bool:
+    """Whether an attempt tried a call again: not the first of its step, nor the first of a paused
+    turn's continuation (attempts recorded before continuations were marked restart at 1 per call)."""
+    get = attempt.get if isinstance(attempt, dict) else lambda name: getattr(attempt, name, None)
+    return (get("number") or 1) > 1 and not get("continuation")
+
+
 def model_retries(attempts: list[ModelAttempt] | list[dict[str, Any]]) -> int:
-    """Retries of one model call: its attempts beyond the first."""
-    return max(len(attempts) - 1, 0)
+    """Retries of the model calls these attempts made (a step's, or the call that ended a run)."""
+    return sum(1 for a in attempts if is_model_retry(a))
 
 
 @dataclass
@@ -166,6 +175,9 @@ class RunEnd:
     transcript: list[dict[str, Any]] = field(default_factory=list)  # raw Messages API exchange
     # The attempts of the model call that ended the run (it failed), when one did.
     model_attempts: list[ModelAttempt] = field(default_factory=list)
+    # Whose call that was when not this run's own: the sub-agent's label. Its retries are counted on the
+    # sub-agent's run, and reach this one's with the sub-agent's total, not again from here.
+    model_call_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,4 +233,15 @@ class RunAborted(BaseException):
     a sub-agent, or the run ran out of time (``tracer.recording.RunTimeLimitExceeded``).
 
     A ``BaseException`` so that the tool wrapper around a sub-agent cannot turn it into a tool failure.
+    When a sub-agent's model call failed, ``model_failure`` says how, ``model_attempts`` are that call's
+    attempts and ``sub_agent`` names the sub-agent (``Session.spawn`` sets it), so the parent's reason
+    and its record of the failed call can say whose call it was.
     """
+
+    def __init__(
+        self, message: str, *, model_failure: str = "", model_attempts: list[ModelAttempt] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.model_failure = model_failure
+        self.model_attempts = list(model_attempts or [])
+        self.sub_agent = ""

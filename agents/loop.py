@@ -93,8 +93,13 @@ class Session:
         self.deadline = deadline
 
     def spawn(self, *, label: str, spec: AgentSpec, policy: Policy) -> RunResult:
-        """Run a sub-agent as a child run, reported to ``recorder.child(label=...)``."""
-        child = run_agent(spec, policy=policy, session=self, recorder=self.recorder.child(label=label), nested=True)
+        """Run a sub-agent as a child run, reported to ``recorder.child(label=...)``. A ``RunAborted``
+        from it goes on to the parent naming this sub-agent (the innermost one, when nested deeper)."""
+        try:
+            child = run_agent(spec, policy=policy, session=self, recorder=self.recorder.child(label=label), nested=True)
+        except RunAborted as exc:
+            exc.sub_agent = exc.sub_agent or label
+            raise
         child.label = label
         self.children.append(child)
         return child
@@ -207,7 +212,7 @@ class _Run:
             if turn.pauses >= MAX_PAUSES:
                 return turn
             turn.pauses += 1
-            reply = self.client.create(self.request())
+            reply = self.client.create(self.request(), continuation=True)
             content.extend(reply.get("content") or [])
             turn.add(reply)
         return turn
@@ -378,18 +383,22 @@ class _Run:
         self.record(step)
 
 
-def done_before(steps: list[StepEvent]) -> str:
+def done_before(steps: list[StepEvent], *, under_way: str = "") -> str:
     """What a run had done when it stopped, for its crash reason: a side effect (a refund paid) stays
-    done whatever stopped the run after it."""
+    done whatever stopped the run after it. ``under_way``: the call it stopped in, when one was."""
     calls = [s for s in steps if s.kind == StepKind.TOOL_USE]
     if not calls:
-        return "No tool had been called yet."
+        return (
+            f"No tool call had finished yet; {under_way} was under way."
+            if under_way
+            else "No tool had been called yet."
+        )
     done = "; ".join(
         f"step {s.index} {s.tool_name} {'failed' if s.is_error else 'succeeded'}"
         + (f" after {len(s.attempts)} attempts" if len(s.attempts) > 1 else "")
         for s in calls
     )
-    return f"Done before it stopped: {done}."
+    return f"Done before it stopped: {done}" + (f"; then {under_way} was under way." if under_way else ".")
 
 
 def run_agent(
@@ -424,10 +433,22 @@ def run_agent(
     try:
         end = run.drive()
     except RunAborted as exc:
-        end, aborted = RunEnd(StopReason.CRASHED, error=str(exc)), exc
+        if exc.model_failure:  # a sub-agent's model call failed: said as such, with what this run had done
+            end = RunEnd(
+                StopReason.CRASHED,
+                error=f"its sub-agent's model call failed ({exc.sub_agent}): {exc.model_failure}. "
+                f"{done_before(run.steps, under_way='the call that started the sub-agent')}",
+                model_attempts=exc.model_attempts,
+                model_call_of=exc.sub_agent,
+            )
+        else:
+            end = RunEnd(StopReason.CRASHED, error=str(exc))
+        aborted = exc
     except ModelError as exc:  # the model API failed, retries included: said for a person, with what was done
-        end = RunEnd(StopReason.CRASHED, error=f"{exc}. {done_before(run.steps)}", model_attempts=exc.attempts)
-        aborted = RunAborted(end.error)
+        # The attempts not yet on a step: the failed call's, after a paused turn's responses when it continued one.
+        attempts = run.client.take_attempts() or exc.attempts
+        end = RunEnd(StopReason.CRASHED, error=f"{exc}. {done_before(run.steps)}", model_attempts=attempts)
+        aborted = RunAborted(end.error, model_failure=str(exc), model_attempts=attempts)
     except Exception as exc:  # the fragile policy's exception, a replay failure
         end = RunEnd(StopReason.CRASHED, error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, ReplayMismatch):

@@ -253,6 +253,7 @@ class ModelAttemptIn(_Schema):
     retry_after_s: Seconds | None = None
     wait_s: Seconds = 0.0  # waited before this attempt
     latency_ms: Seconds = 0.0
+    continuation: bool = False  # it began a call continuing a paused turn (pause_turn), not a retry
 
     def to_model_attempt(self) -> ModelAttempt:
         return ModelAttempt.from_dict(self.model_dump(mode="json"))
@@ -977,18 +978,19 @@ def _import_once(*, document: RunDocument, owner: Any, source: str, source_detai
         same_meta = _meta_matches(run, meta)
         if stored == wanted and same_meta and run.is_active != finished:
             return ImportOutcome(run=run, action="unchanged")
-        if run.is_active and same_meta and wanted[: len(stored)] == stored:
-            action = "completed"
-            recording.steps_record_many(run=run, steps=events[len(stored) :])
-        else:
-            action = "replaced"
+        rewrite = not (run.is_active and wanted[: len(stored)] == stored)  # its steps changed, or it ended
+        action = "completed" if same_meta and not rewrite else "replaced"
+        if rewrite:
             recording.imported_run_reset(run=run)
+        if rewrite or not same_meta:
+            # the new document's fields, as a replacement writes them; steps it keeps stay (a live
+            # trace whose root span arrives last brings the run's labels with its last steps)
             fields = _reset_fields(meta=meta, source_detail=source_detail)
             Run.objects.filter(pk=run.pk).update(**fields)
             for name, value in fields.items():
                 setattr(run, name, value)
             _run_begin(run=run, meta=meta)
-            recording.steps_record_many(run=run, steps=events)
+        recording.steps_record_many(run=run, steps=events if rewrite else events[len(stored) :])
         if finished:
             recording.run_finish(
                 run=run, end=_run_end(end=meta, events=events, last_kind=last_kind), finished_at=meta.finished_at

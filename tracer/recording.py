@@ -127,12 +127,15 @@ def _refused(*, run_id: int, what: str) -> RunNotRunning:
     return RunNotRunning(f"run {run_id} is held by another claim now; {what} refused")
 
 
+_STEP_KINDS = frozenset(Step.Kind.values)  # Kind.values builds its list again on each use
+
+
 def _step_row(*, run: Run, step: StepEvent) -> Step:
     """The ``Step`` row of one ``StepEvent``, not yet saved."""
     return Step(
         run=run,
         index=step.index,
-        kind=step.kind if step.kind in Step.Kind.values else Step.Kind.FINAL_ANSWER,
+        kind=step.kind if step.kind in _STEP_KINDS else Step.Kind.FINAL_ANSWER,
         tool_name=redact_text(step.tool_name or ""),
         tool_use_id=redact_text(step.tool_use_id or ""),
         input=_jsonable(step.input),
@@ -240,9 +243,11 @@ def _insert_cursor(conn):
     return conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw)
 
 
-def rows_insert(*, rows: Sequence[db_models.Model]) -> None:
+def rows_insert(*, rows: Sequence[db_models.Model], returning: bool = True) -> None:
     """Insert ``rows`` (new instances of one model) as ``bulk_create`` would, and set their ids, in
-    multi-row ``INSERT … RETURNING`` statements of as many rows as the database takes at once.
+    multi-row ``INSERT … RETURNING`` statements of as many rows as the database takes at once
+    (without ``RETURNING``, the rows left without ids, when ``returning`` is False: rows nobody
+    reads again).
 
     What it leaves out is Django's per-value work (a field lookup, a pre-save and a preparation call
     per value, a placeholder formatted per value), which was over a quarter of receiving a request of
@@ -270,7 +275,7 @@ def rows_insert(*, rows: Sequence[db_models.Model]) -> None:
     columns = list(zip([f.attname for f in fields], converters, strict=True))
     quote = conn.ops.quote_name
     head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-    tail = f" RETURNING {quote(meta.pk.column)}"
+    tail = f" RETURNING {quote(meta.pk.column)}" if returning else ""
     # PostgreSQL: one array per column through UNNEST, as Django's own bulk_create does there (a
     # placeholder per value makes the driver's query parsing the slowest part); elsewhere VALUES rows
     # within the database's limit of query parameters
@@ -290,6 +295,8 @@ def rows_insert(*, rows: Sequence[db_models.Model]) -> None:
             else:
                 params = [convert(getattr(row, name)) for row in chunk for name, convert in columns]
                 cursor.execute(head + "VALUES " + ", ".join([one] * len(chunk)) + tail, params)
+            if not returning:
+                continue
             for row, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
                 row.pk = pk
                 row._state.adding = False
@@ -399,16 +406,21 @@ def _end_fields(*, end: RunEnd, finished_at: datetime | None) -> dict[str, Any]:
     }
 
 
+# What a sub-agent's run adds to its parent's when it ends: what the whole run spent.
+ROLLED_UP = ("input_tokens", "output_tokens", "model_retry_count")
+
+
 def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: datetime | None = None) -> bool:
-    """Store how a run ended and count it in its experiment; a sub-agent's run adds its tokens to its
-    parent's, so a coordinator's total is what the whole run spent (its own steps' tokens stay on them).
+    """Store how a run ended and count it in its experiment; a sub-agent's run adds its tokens and model
+    retries to its parent's (``ROLLED_UP``), so a coordinator's total is what the whole run spent (its
+    own steps' stay on them).
 
     False, writing nothing, if it had already finished or (under ``claim_token``) another claim holds it.
     ``finished_at``: when the run ended, for runs recorded after the fact (imports); now by default.
     """
     fields = _end_fields(end=end, finished_at=finished_at)
     verdict, now = fields["verdict"], fields["finished_at"]
-    if end.model_attempts:  # the failed call's retries count with the steps' ones
+    if end.model_attempts and not end.model_call_of:  # the failed call's retries count with the steps' ones
         fields["model_retry_count"] = F("model_retry_count") + model_retries(end.model_attempts)
     with transaction.atomic():
         updated = _writable(run_id=run.pk, claim_token=claim_token).update(**fields)
@@ -417,8 +429,7 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
         if updated and run.parent_id is not None:
             child = Run.objects.filter(pk=run.pk)
             Run.objects.filter(pk=run.parent_id).update(
-                input_tokens=F("input_tokens") + Subquery(child.values("input_tokens")[:1]),
-                output_tokens=F("output_tokens") + Subquery(child.values("output_tokens")[:1]),
+                **{name: F(name) + Subquery(child.values(name)[:1]) for name in ROLLED_UP}
             )
     if updated:
         run.status = Run.Status.FINISHED
@@ -468,7 +479,7 @@ def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
         rows_insert(rows=runs)
         for row in step_rows:
             row.run_id = row.run.pk  # the run's id is known now
-        rows_insert(rows=step_rows)
+        rows_insert(rows=step_rows, returning=False)  # the runs are returned, not their steps
     return runs
 
 

@@ -115,6 +115,32 @@ def _times(n: int) -> str:
     return COUNTS.get(n, f"{n} times")
 
 
+def message_problem(data: Any) -> str | None:
+    """What keeps a 200's body from being a Messages API message the loop can read, in words; None when
+    it is one. Only what the loop reads is checked: a content block of a type newer than this SDK passes."""
+    if not isinstance(data, dict):
+        return f"it is a JSON {type(data).__name__}, not an object"
+    if data.get("type") != "message":
+        return f"its type is {data.get('type')!r}, not 'message'"
+    content = data.get("content")
+    if not isinstance(content, list):
+        return "its content is not a list of blocks"
+    for n, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return f"content block {n} has no type"
+        if block["type"] == "text" and not isinstance(block.get("text"), str):
+            return f"text block {n} has no text"
+        if block["type"] == "tool_use" and not (
+            isinstance(block.get("id"), str) and isinstance(block.get("name"), str) and "input" in block
+        ):
+            return f"tool_use block {n} lacks its id, name or input"
+    if not isinstance(data.get("stop_reason"), str | None):
+        return "its stop_reason is not a string"
+    if not isinstance(data.get("usage") or {}, dict):
+        return "its usage is not an object"
+    return None
+
+
 def describe_failures(attempts: list[ModelAttempt]) -> str:
     """What the model API did, for a person: "the model API was overloaded (529) three times"."""
     runs: list[list[Any]] = []
@@ -181,11 +207,16 @@ class ModelClient:
 
     # -- one call --
 
-    def create(self, request: dict[str, Any]) -> dict[str, Any]:
+    def create(self, request: dict[str, Any], *, continuation: bool = False) -> dict[str, Any]:
+        """Send ``request``, retrying as needed; ``continuation``: it continues a turn the API paused
+        (``pause_turn``), so its attempts are numbered on from the paused response's, on the same step."""
         call: list[ModelAttempt] = []
         wait = 0.0
         while True:
-            attempt = ModelAttempt(number=len(call) + 1, wait_s=round(wait, 3))
+            # Numbered within the step: a paused turn's continuation goes on from the paused response.
+            attempt = ModelAttempt(
+                number=len(self.attempts) + 1, wait_s=round(wait, 3), continuation=continuation and not call
+            )
             remaining = self._remaining()
             if remaining is not None and remaining <= 0 and self.replaying is None:
                 again = " again" if call else ""
@@ -211,12 +242,17 @@ class ModelClient:
                 try:
                     message = raw.parse()
                 except ValueError as exc:
-                    attempt.error = f"answered with a body that is not JSON ({exc})"
+                    attempt.error = f"answered {raw.status_code} with a body that is not JSON ({exc})"
                     attempt.error_type = "malformed"
                 else:
-                    attempt.latency_ms = round((time.monotonic() - began) * 1000, 3)
                     # No serializer warnings: a content block newer than this SDK is kept as it came.
-                    return message.to_dict(warnings=False)
+                    data = message.to_dict(warnings=False) if isinstance(message, anthropic.BaseModel) else message
+                    problem = message_problem(data)
+                    if problem is None:
+                        attempt.latency_ms = round((time.monotonic() - began) * 1000, 3)
+                        return data
+                    attempt.error = f"answered {raw.status_code} with a body that is not a message ({problem})"
+                    attempt.error_type = "malformed"
             except anthropic.APIStatusError as exc:
                 attempt.status = exc.status_code
                 attempt.request_id = exc.request_id or exc.response.headers.get("request-id")

@@ -6,9 +6,10 @@ import time
 
 import pytest
 
+from agents.events import model_retries
 from agents.llm.base import RETRY_AFTER_CAP_ENV, retry_after_cap
 from agents.run import run_scenario
-from tests.fake_messages_api import error, hang, malformed, reply, text, tool_use
+from tests.fake_messages_api import error, hang, malformed, pause_turn, reply, text, tool_use
 
 
 def statuses(attempts):
@@ -93,9 +94,51 @@ def test_a_malformed_body_is_not_retried_recorded_or_not(fake_api, tmp_path):
     recorded = run_scenario("lookup-flaky", "structured", model="claude", record_to=tmp_path / "m.json")
     for result in (plain, recorded):
         assert result.end.stop_reason == "crashed" and len(result.end.model_attempts) == 1
-        assert "answered with a body that is not JSON" in result.end.error
+        assert "answered 200 with a body that is not JSON" in result.end.error
     replayed = run_scenario("lookup-flaky", "structured", model="replay", cassette=tmp_path / "m.json")
     assert replayed.end.error.split(".")[0] == recorded.end.error.split(".")[0]
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        (b'{"foo": 1}', "its type is None, not 'message'"),
+        (b"[]", "it is a JSON list, not an object"),
+        (b'{"type": "message", "content": "hi", "stop_reason": "end_turn"}', "its content is not a list of blocks"),
+        (b'{"type": "message", "content": [{"type": "tool_use"}], "stop_reason": "tool_use"}',
+         "tool_use block 0 lacks its id, name or input"),
+    ],
+    ids=["object", "list", "content-text", "tool-use-without-id"],
+)  # fmt: skip
+def test_a_200_whose_json_is_not_a_message_crashes_the_run_saying_what_is_wrong(fake_api, body, said):
+    fake_api.script(malformed(body))
+    result = run_scenario("lookup-flaky", "structured", model="claude")
+    assert result.end.stop_reason == "crashed" and result.steps == []  # nothing of it was executed
+    assert result.end.error.startswith(f"the model API answered 200 with a body that is not a message ({said})")
+    (only,) = result.end.model_attempts
+    assert (only.status, only.error_type, only.request_id) == (200, "malformed", "req_fake000001")
+
+
+def test_a_paused_turns_continuation_numbers_its_attempts_on_and_is_not_a_retry(fake_api):
+    fake_api.script(pause_turn("Looking."), error(529, retry_after=0.01), reply(tool_use("lookup", {"key": "answer"})))
+    result = run_scenario("lookup-flaky", "structured", model="claude")
+    attempts = result.steps[0].model_attempts
+    assert [(a.number, a.status, a.continuation) for a in attempts] == [
+        (1, 200, False),
+        (2, 529, True),  # the continuation's first attempt: a new call, not a retry
+        (3, 200, False),  # its retry
+    ]
+    assert model_retries(attempts) == 1
+    assert [a.number for a in result.steps[1].model_attempts] == [1]  # the next step's call starts again
+
+
+def test_a_paused_turn_whose_continuation_fails_keeps_the_whole_turn_as_the_failed_call(fake_api):
+    fake_api.script(pause_turn("Looking."), *[error(529, retry_after=0.01)] * 3)
+    result = run_scenario("lookup-flaky", "structured", model="claude")
+    assert result.end.stop_reason == "crashed" and result.steps == []
+    assert [(a.number, a.status) for a in result.end.model_attempts] == [(1, 200), (2, 529), (3, 529), (4, 529)]
+    assert model_retries(result.end.model_attempts) == 2
+    assert result.end.error.startswith("the model API was overloaded (529) three times")
 
 
 def test_recording_keeps_error_responses_with_their_headers_and_waits_the_same(fake_api, tmp_path):

@@ -87,6 +87,37 @@ def test_what_the_api_says_in_an_error_is_shown_escaped(claude, admin_client):
     assert "<script>alert('x')</script> bad request" in doc.one("#run-status .error-text").text
 
 
+JOB = "Look up order 1042 for Ana Ruiz."
+
+
+@pytest.mark.django_db
+def test_a_coordinator_whose_sub_agents_model_call_fails_says_so_and_keeps_that_call(claude, admin_client):
+    claude.script(reply(tool_use("run_subagent", {"task": JOB})), *[error(529, retry_after=0.01)] * 3)
+    run = executed(scenario="coordinator-partial")
+    (child,) = run.children.all()
+    assert child.stop_reason == Run.StopReason.CRASHED and child.model_retry_count == 2
+    assert run.stop_reason == Run.StopReason.CRASHED
+    assert run.error.startswith(
+        f"its sub-agent's model call failed (sub-agent 1: {JOB}): the model API was overloaded (529) three times"
+    )
+    assert run.error.endswith("No tool call had finished yet; the call that started the sub-agent was under way.")
+    assert [a["status"] for a in run.failed_model_call] == [529, 529, 529]
+    assert run.model_retry_count == 2  # the sub-agent's, counted once
+    banner = run_page(admin_client, run).one("#run-status .banner")
+    assert "its sub-agent's model call failed" in banner.text
+    assert banner.texts(".model-call .attempt .badge") == ["529", "529", "529"]
+
+
+@pytest.mark.django_db
+def test_a_coordinators_model_retries_include_its_sub_agents(claude, admin_client):
+    claude.script(reply(tool_use("run_subagent", {"task": JOB})), error(529, retry_after=0.01))
+    run = executed(scenario="coordinator-partial")
+    (child,) = run.children.all()
+    assert child.status == Run.Status.FINISHED and child.model_retry_count == 1
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER and run.model_retry_count == 1
+    assert "Model retries 1" in run_page(admin_client, run).one("#run-status").text
+
+
 @pytest.mark.django_db
 def test_the_matrix_counts_model_retries_per_policy(claude, admin_client):
     claude.script(error(529, retry_after=0.01), error(529, retry_after=0.01))
