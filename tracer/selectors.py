@@ -282,13 +282,100 @@ def run_reviewed(*, pk: int) -> Run:
     return get_object_or_404(runs, pk=pk)
 
 
-def step_list(*, run: Run) -> list[Step]:
-    return list(run.steps.order_by("index"))
+# The run page's timeline is windowed: it shows this many steps at first, and each "show more" (a
+# click, or scrolling to it) this many more; a live run's page also shows its newest ``STEP_TAIL``.
+STEP_WINDOW = 50
+STEP_TAIL = 10
 
 
-def step_list_after(*, run: Run, after: Any) -> list[Step]:
-    """Steps recorded after index ``after`` (all of them when ``after`` is not a number)."""
-    return list(run.steps.filter(index__gt=index_or_zero(after)).order_by("index"))
+@dataclass
+class StepGap:
+    """Steps the timeline does not show yet: those after index ``after`` and before ``before`` (None:
+    up to the run's end, ``last``)."""
+
+    after: int
+    before: int | None
+    last: int
+
+    @property
+    def first(self) -> int:
+        return self.after + 1
+
+    @property
+    def next_last(self) -> int:
+        """The last step the gap's control shows when it is used."""
+        return min(self.first + STEP_WINDOW - 1, self.last)
+
+    @property
+    def hidden(self) -> int:
+        return self.last - self.after
+
+
+@dataclass
+class StepWindow:
+    """What the timeline shows: ``gap_before``, ``steps``, ``gap_after``, then ``tail`` (a live run's
+    newest steps, after a gap). Each gap is a control that loads its next ``STEP_WINDOW`` steps."""
+
+    steps: list[Step]
+    gap_before: StepGap | None = None
+    gap_after: StepGap | None = None
+    tail: list[Step] = field(default_factory=list)
+
+    @property
+    def last_index(self) -> int:
+        """The newest step shown (0: none), where the live poll goes on from."""
+        shown = self.tail or self.steps
+        return shown[-1].index if shown else 0
+
+
+def step_window(*, run: Run, after: int = 0, before: int | None = None, at: int = 0) -> StepWindow:
+    """The steps between index ``after`` and ``before`` (None: the run's end) the timeline shows: the
+    ``STEP_WINDOW`` from the one holding ``at`` (steps are windowed from ``after``, so a link to step
+    ``at`` lands in the window that holds it; 0: from the first) with a gap before it when it does not
+    start at the first, and a gap after it when more follow. One query, whatever the number of steps."""
+    first = after + 1
+    last = (before - 1) if before is not None else max(run.step_count, after)
+    if at > first and (before is None or at < before):
+        first += (at - first) // STEP_WINDOW * STEP_WINDOW
+    rows = run.steps.filter(index__gte=first)
+    if before is not None:
+        rows = rows.filter(index__lt=before)
+    steps = list(rows.order_by("index")[: STEP_WINDOW + 1])
+    shown = steps[:STEP_WINDOW]
+    if not shown:
+        return StepWindow(steps=[])
+    gap_before = StepGap(after=after, before=shown[0].index, last=shown[0].index - 1) if first > after + 1 else None
+    gap_after = None
+    if len(steps) > STEP_WINDOW:
+        gap_after = StepGap(after=shown[-1].index, before=before, last=max(last, steps[-1].index))
+    return StepWindow(steps=shown, gap_before=gap_before, gap_after=gap_after)
+
+
+def step_window_first(*, run: Run, at: int = 0) -> StepWindow:
+    """The run page's timeline: the window from the first step (or the one holding step ``at``), and
+    for a live run its newest ``STEP_TAIL`` steps too, the hidden ones between them a gap. Two
+    queries at most, whatever the number of steps."""
+    if not run.is_active:
+        return step_window(run=run, at=at)
+    tail = list(run.steps.order_by("-index")[:STEP_TAIL])[::-1]
+    if not tail:
+        return StepWindow(steps=[])
+    before = tail[0].index
+    window = step_window(run=run, before=before, at=at if at < before else 0)
+    window.tail = tail
+    return window
+
+
+def step_window_new(*, run: Run, after: Any) -> StepWindow:
+    """The live poll's steps: those recorded after index ``after``; when more than ``STEP_WINDOW``
+    arrived, the newest ``STEP_TAIL`` behind a gap. One query, whatever the number of new steps."""
+    after = index_or_zero(after)
+    newest = list(run.steps.filter(index__gt=after).order_by("-index")[: STEP_WINDOW + 1])[::-1]
+    if len(newest) <= STEP_WINDOW:
+        return StepWindow(steps=newest)
+    tail = newest[-STEP_TAIL:]
+    gap = StepGap(after=after, before=tail[0].index, last=tail[0].index - 1)
+    return StepWindow(steps=[], gap_after=gap, tail=tail)
 
 
 def run_reruns(*, run: Run) -> list[Run]:

@@ -109,11 +109,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx.target == "run-waterfall":
         context = {"run": run, "waterfall": selectors.run_waterfall(run=run)}
         return render(request, "tracer/run_detail.html#run-waterfall", context)
-    steps = selectors.step_list(run=run)
+    window = selectors.step_window_first(run=run, at=selectors.index_or_zero(request.GET.get("at")))
     context = {
         "run": run,
-        "steps": steps,
-        "last_index": steps[-1].index if steps else 0,
+        "window": window,
+        "last_index": window.last_index,
         "guard_errors": selectors.run_guard_errors(run=run),
         "reruns": selectors.run_reruns(run=run),
         "sub_agents": selectors.run_sub_agents(run=run),
@@ -127,21 +127,31 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @fragments
 def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live fragment: steps after ``?after=``, the run's status, and the next poller while active."""
+    """The live fragment: steps after ``?after=``, the run's status, and the next poller while active.
+    Asked by a gap in the timeline (``step-gap-N``), the next window of steps after ``?after=`` and
+    before ``?before=`` (from the one holding ``?at=``), and gaps for the rest."""
     run = selectors.run_get(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
-    steps = selectors.step_list_after(run=run, after=request.GET.get("after"))
+    after = selectors.index_or_zero(request.GET.get("after"))
+    if request.htmx.target and request.htmx.target.startswith("step-gap-"):
+        before = selectors.index_or_zero(request.GET.get("before")) or None
+        window = selectors.step_window(
+            run=run, after=after, before=before, at=selectors.index_or_zero(request.GET.get("at"))
+        )
+        context = {"run": run, "window": window, "sub_agents": selectors.run_sub_agents(run=run)}
+        return render(request, "tracer/run_detail.html#step-window", context)
+    window = selectors.step_window_new(run=run, after=after)
     context = {
         "run": run,
-        "steps": steps,
-        "last_index": steps[-1].index if steps else selectors.index_or_zero(request.GET.get("after")),
+        "window": window,
+        "last_index": window.last_index or after,
         "guard_errors": selectors.run_guard_errors(run=run),
         "reruns": selectors.run_reruns(run=run),
-        "sub_agents": selectors.run_sub_agents(run=run) if steps else None,  # nested under the new steps
+        "sub_agents": selectors.run_sub_agents(run=run) if window.last_index else None,  # nested under the new steps
         "oob": True,
     }
     if request.htmx:
         response = render(request, "tracer/run_detail.html#step-poll", context)
-        if steps:  # the picture of the run redraws itself on this (run_detail's run-waterfall)
+        if window.last_index:  # the picture of the run redraws itself on this (run_detail's run-waterfall)
             trigger_client_event(response, "runStepsArrived")
         return response
     return redirect("tracer:run", pk=pk)

@@ -128,12 +128,13 @@ document.addEventListener("htmx:afterRequest", (event) => {
 // [data-follow] (a running run's page): while following, each step that arrives is scrolled into view;
 // the button stops following (and starts it again). It is hidden until this file shows it, and it
 // comes back with each swap of the run's status, so its state lives here.
+// Steps a gap of the timeline loads are older ones, not arrivals: only a new newest step is followed.
 let followingSteps = true;
-let stepsSeen = document.querySelectorAll("#step-list > li.step").length;
 function newestStep() {
   const steps = document.querySelectorAll("#step-list > li.step");
   return steps[steps.length - 1];
 }
+let stepsSeen = newestStep()?.id;
 function showFollow() {
   document.querySelectorAll("[data-follow]").forEach((button) => {
     button.hidden = false;
@@ -148,14 +149,14 @@ document.addEventListener("click", (event) => {
   if (followingSteps) newestStep()?.scrollIntoView({ block: "end" });
 });
 document.addEventListener("DOMContentLoaded", () => {
-  stepsSeen = document.querySelectorAll("#step-list > li.step").length;
+  stepsSeen = newestStep()?.id;
   showFollow();
 });
 document.addEventListener("htmx:afterSettle", () => {
   showFollow();
-  const count = document.querySelectorAll("#step-list > li.step").length;
-  if (count > stepsSeen && followingSteps) newestStep()?.scrollIntoView({ block: "end" });
-  stepsSeen = count;
+  const newest = newestStep()?.id;
+  if (newest !== stepsSeen && followingSteps) newestStep()?.scrollIntoView({ block: "end" });
+  stepsSeen = newest;
 });
 
 // details[id] a person opened stay open when htmx swaps in a new copy of them (the transcript that
@@ -169,3 +170,21 @@ function reopenDetails() {
 }
 document.addEventListener("htmx:afterSwap", reopenDetails);
 document.addEventListener("htmx:afterSettle", reopenDetails);
+
+// [data-step-gap] (a long run's timeline, windowed): a link to a step the page does not show yet
+// (#step-480, #sub-agents-480) loads the window that holds it into its gap, then scrolls to it.
+function showLinkedStep() {
+  const match = /^#(?:step|sub-agents)-(\d+)$/.exec(location.hash);
+  if (!match || document.getElementById(location.hash.slice(1))) return;
+  const index = Number(match[1]);
+  const gap = [...document.querySelectorAll("[data-step-gap]")].find(
+    (g) => Number(g.dataset.first) <= index && index <= Number(g.dataset.last),
+  );
+  const link = gap?.querySelector("[hx-get]");
+  if (!link || !window.htmx) return;
+  htmx
+    .ajax("GET", `${link.getAttribute("hx-get")}&at=${index}`, { target: gap, swap: "outerHTML" })
+    .then(() => document.getElementById(location.hash.slice(1))?.scrollIntoView());
+}
+document.addEventListener("DOMContentLoaded", showLinkedStep);
+window.addEventListener("hashchange", showLinkedStep);
