@@ -70,6 +70,10 @@ def test_launch_with_a_pace_and_watch_the_steps_arrive_one_by_one(watched, worke
         seen.append(step_count(page))
         expect(page.locator(STEPS).last).to_be_in_viewport()
     assert seen == [1, 2, 3, 4], f"steps arrived in bunches, not one by one: {seen}"
+    # The picture redrew itself as they came: the repeats of the stuck call are folded already.
+    expect(page.locator("#run-waterfall svg text.label").nth(1)).to_have_text(
+        re.compile(r"^[3-9] more identical failing calls$")
+    )
     expect(page.locator("#run-status")).to_contain_text("so far")  # a running run's duration
 
     # Stop following: back at the top, the page stays there as more steps arrive.
