@@ -229,11 +229,18 @@ class RunOut(Schema):
     policy: str
     model: str
     stop_reason: str
+    api_stop_reason: str = Field(
+        description="the Messages API's stop_reason of the run's last model response (end_turn, max_tokens, "
+        'refusal…); "" when unknown'
+    )
     verdict: str
     step_count: int
     tool_call_count: int
     error_count: int
     retry_count: int
+    model_retry_count: int = Field(
+        description="model API calls tried again (429, 529, 5xx, no answer), its sub-agents' included"
+    )
     labels: dict[str, Any]
     created_at: datetime
     started_at: datetime | None
@@ -291,11 +298,13 @@ def _run_out(run: Run) -> dict[str, Any]:
         "policy": run.policy_name,
         "model": run.model_name,
         "stop_reason": run.stop_reason,
+        "api_stop_reason": run.api_stop_reason,
         "verdict": run.verdict,
         "step_count": run.step_count,
         "tool_call_count": run.tool_call_count,
         "error_count": run.error_count,
         "retry_count": run.retry_count,
+        "model_retry_count": run.model_retry_count,
         "labels": run.labels or {},
         "created_at": run.created_at,
         "started_at": run.started_at,

@@ -143,6 +143,22 @@ def test_a_run_executed_here_is_not_the_apis(api):
 # --- the live run ------------------------------------------------------------------------------
 
 
+def test_a_run_summary_gives_the_api_stop_reason_and_model_retries(api):
+    run_id = api.post("/runs", {"scenario": "refund-too-old", "policy": "structured"}).json()["id"]
+    retried = [
+        {"number": 1, "status": 529, "error": "was overloaded (529)"},
+        {"number": 2, "status": 200, "wait_s": 0.5},
+    ]
+    cut = {"kind": "model_stop", "text": "The value st", "api_stop_reason": "max_tokens"}
+    appended = api.post(f"/runs/{run_id}/steps", {"steps": [tool_use(model_attempts=retried), cut]})
+    assert appended.status_code == 200, appended.content
+    assert appended.json()["run"]["model_retry_count"] == 1
+    body = api.post(f"/runs/{run_id}/finish", {"stop_reason": "max_tokens", "api_stop_reason": "max_tokens"}).json()
+    assert (body["stop_reason"], body["api_stop_reason"], body["model_retry_count"]) == ("max_tokens", "max_tokens", 1)
+    (listed,) = api.get("/runs").json()["items"]
+    assert (listed["api_stop_reason"], listed["model_retry_count"]) == ("max_tokens", 1)
+
+
 def test_open_append_finish_records_through_the_recorder(api, alice):
     opened = api.post(
         "/runs",
