@@ -607,6 +607,8 @@ class Tally:
     model_retries: int = 0  # model API calls tried again (429, 529, 5xx, no answer): they cost time and money
     guard_stops: int = 0  # the consecutive-error guard stopped the run
     max_steps_stops: int = 0  # the step limit stopped the run
+    cut_off: int = 0  # the API cut the model's reply off (stop_reason max_tokens): nothing of it executed
+    refusals: int = 0  # the model declined to go on (stop_reason refusal)
     crashes: int = 0
     interrupted: int = 0  # a worker died and no re-run stands in for the run
     imported: int = 0  # runs from outside (files, OTLP, the API)
@@ -748,6 +750,8 @@ def matrix_groups(runs: QuerySet, *, of: str = "") -> list[dict[str, Any]]:
             model_retries=Sum(of + "model_retry_count"),
             guard_stops=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.CONSECUTIVE_ERRORS})),
             max_steps_stops=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.MAX_STEPS})),
+            cut_off=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.MAX_TOKENS})),
+            refusals=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.REFUSAL})),
             crashes=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.CRASHED})),
             interrupted=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.INTERRUPTED})),
             imported=Count(of + "id", filter=~Q(**{of + "source": Run.Source.AGENT})),

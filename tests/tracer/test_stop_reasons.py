@@ -82,6 +82,21 @@ def test_the_run_list_filters_by_the_new_stop_reasons(fake_api, starter, admin_c
     assert {"Max tokens", "Refusal", "Final answer"} <= set(badges)
 
 
+def test_the_matrix_counts_cut_off_and_refused_runs_in_columns_of_their_own(fake_api, starter, admin_client):
+    fake_api.script(truncated_text(), truncated_tool_use("process_refund"), refusal())
+    for _ in range(4):  # two cut off, one refused, one answered
+        claude_run(starter)
+    doc = page(admin_client.get(reverse("tracer:policies")))
+    table = doc.one("table.totals")
+    heads = table.texts("thead th")
+    (row,) = table.select("tbody tr")
+    cells = row.texts("td")
+    assert cells[heads.index("Cut off") - 1] == "2" and cells[heads.index("Refusals") - 1] == "1"
+    assert cells[heads.index("Runs") - 1] == "4"
+    flags = doc.one("table.matrix .flags").text
+    assert "2 cut off" in flags and "1 refusal" in flags
+
+
 def test_a_coordinators_total_counts_its_sub_agents_tokens(starter, admin_client):
     run = run_create(scenario="coordinator-partial", policy=starter)
     run = run_execute(run_id=run.pk, worker_name="celery@here")
