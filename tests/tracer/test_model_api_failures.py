@@ -23,7 +23,8 @@ from tests.fake_messages_api import error, hang, reply, tool_use
 from tracer.execution import run_execute
 from tracer.experiments import experiment_launch, run_create
 from tracer.management.commands._progress import wait_for
-from tracer.models import PolicyVariant, Run
+from tracer.models import PolicyVariant, Run, Step
+from tracer.tokens import token_create
 
 
 @pytest.fixture
@@ -116,6 +117,28 @@ def test_a_coordinators_model_retries_include_its_sub_agents(claude, admin_clien
     assert child.status == Run.Status.FINISHED and child.model_retry_count == 1
     assert run.stop_reason == Run.StopReason.FINAL_ANSWER and run.model_retry_count == 1
     assert "Model retries 1" in run_page(admin_client, run).one("#run-status").text
+
+
+@pytest.mark.django_db
+def test_model_attempts_go_out_as_otlp_and_come_back_on_the_same_steps(claude, admin_client, admin_user, client):
+    claude.script(error(529, retry_after=0.01), error(429, retry_after=0.02), None, error(500, retry_after=0.01))
+    original = executed()
+    download = admin_client.get(reverse("tracer:run-otlp", args=[original.pk]))
+    _, secret = token_create(user=admin_user, name="otlp")
+    sent = client.post(
+        "/v1/traces", data=download.content, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
+    )
+    assert sent.status_code == 200, sent.content
+    back = Run.objects.get(source=Run.Source.OTLP)
+
+    def attempts(run):
+        return [s.model_attempts for s in Step.objects.filter(run=run).order_by("index")]
+
+    assert attempts(back) == attempts(original)
+    assert [len(a) for a in attempts(back)] == [3, 2]
+    assert back.model_retry_count == original.model_retry_count == 3
+    call = run_page(admin_client, back).one("#step-1 .model-call")
+    assert call.texts(".attempt .badge") == ["529", "429", "200"] and "waited 0.02 s" in call.text
 
 
 @pytest.mark.django_db

@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from tests.dom import page as page_of
 from tests.factories import RunFactory
 from tracer import ingest, selectors
 from tracer.models import OtlpTrace, PolicyVariant, Run, Step
@@ -770,6 +771,39 @@ def test_a_claude_run_the_api_cut_off_keeps_its_stop_reasons_through_otlp(
         (s.kind, s.api_stop_reason) for s in original.steps.order_by("index")
     ]
     assert back.steps.order_by("index").last().kind == "model_stop"
+
+
+def test_model_attempts_a_sender_spells_wrong_are_left_out_not_a_refused_trace(client, sender, admin_client):
+    user, _, secret = sender
+    tr = Tracer(resource={"service.name": "hand-made"})
+    attempts = [
+        {"number": "first", "status": 529},  # not a number
+        7,
+        {"number": 1, "status": 529, "error": "<b>was overloaded</b> (529)", "request_id": "req_1"},
+        {"number": 2, "status": 200, "wait_s": 0.5, "request_id": "req_2"},
+        {"number": 3, "status": 999},  # no such status
+    ]
+    spans = [
+        tr.span(
+            "chat claude",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": "42."}]}]
+                ),
+                "rlt.model_attempts": json.dumps(attempts),
+            },
+            parent=100,
+        ),
+        tr.span("invoke_agent hand-made", {"gen_ai.operation.name": "invoke_agent"}, span_id=100),
+    ]
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    run = the_run(user)
+    (step,) = run.steps.all()
+    assert [(a["number"], a["status"]) for a in step.model_attempts] == [(1, 529), (2, 200)]
+    assert run.model_retry_count == 1
+    shown = page_of(admin_client.get(reverse("tracer:run", args=[run.pk]))).one("#step-1 .model-call")
+    assert "<b>was overloaded</b> (529)" in shown.text  # escaped: text, not markup
 
 
 def test_a_run_exported_as_otlp_and_sent_back_gives_the_same_steps(client, sender, admin_client):

@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agents.events import Attempt, StepEvent
+from pydantic import ValidationError
+
+from agents.events import Attempt, ModelAttempt, StepEvent
 from agents.vocabulary import API_STOPS_ENDING_A_RUN, ErrorCategory, StepKind, StopReason
 
-from ..ingest import FORMAT, AttemptIn, RunDocument, RunMeta, document_validate, transcript_to_document
+from ..ingest import FORMAT, AttemptIn, ModelAttemptIn, RunDocument, RunMeta, document_validate, transcript_to_document
 from .wire import STATUS_ERROR, Span, clean
 
 LLM = "LLM"
@@ -51,6 +53,9 @@ GENAI_KINDS = {
 CATEGORIES = {c.value for c in ErrorCategory}
 # Attempt fields no convention names, which the export writes as rlt.attempt.<name> (JSON) to read back
 EXTRA_ATTEMPT_FIELDS = ("is_error", "transport", "mcp_result")
+# A model call's HTTP attempts (status, request-id, wait…), which GenAI has no name for: a JSON list of
+# ``agents.events.ModelAttempt`` on the chat span, written by the export and read back
+MODEL_ATTEMPTS = "rlt.model_attempts"
 STOP_REASONS = {r.value for r in StopReason}
 
 
@@ -154,6 +159,7 @@ class LlmCall:
     raw_response: Any = None  # output.value
     tokens_used: bool = False  # already counted in a step
     finish_reason: str = ""  # why the model stopped (the Messages API's stop_reason), when the span says
+    model_attempts: list[ModelAttempt] = field(default_factory=list)  # rlt.model_attempts, given to one step
 
     @property
     def request(self) -> dict[str, Any] | None:
@@ -246,7 +252,31 @@ def _llm_call(span: Span) -> LlmCall:
                 )
     call.text = "\n".join(t for t in texts if t)
     call.finish_reason = _finish_reason(a, messages, call)
+    if MODEL_ATTEMPTS in a:
+        call.model_attempts = _model_attempts(a[MODEL_ATTEMPTS])
     return call
+
+
+def _model_attempts(value: Any) -> list[ModelAttempt]:
+    """``rlt.model_attempts``' attempts, each read as the run document reads one; an entry that is not
+    one is left out rather than refusing the trace for it."""
+    items = _json(value)
+    attempts = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            known = {k: v for k, v in item.items() if k in ModelAttemptIn.model_fields}
+            attempts.append(ModelAttemptIn.model_validate(known).to_model_attempt())
+        except ValidationError:
+            continue
+    return attempts
+
+
+def _take_model_attempts(call: LlmCall) -> list[ModelAttempt]:
+    """The call's model attempts for the first step its reply made; none for the steps after it."""
+    taken, call.model_attempts = call.model_attempts, []
+    return taken
 
 
 def _finish_reason(a: dict[str, Any], messages: Any, call: LlmCall) -> str:
@@ -275,6 +305,7 @@ def _answer_step(call: LlmCall, *, index: int, tokens: tuple[int, int]) -> StepE
             input_tokens=tokens[0],
             output_tokens=tokens[1],
             api_stop_reason=call.finish_reason or None,
+            model_attempts=_take_model_attempts(call),
         )
     cut = call.tool_calls[-1] if call.tool_calls else None  # the call it was writing, never run
     arguments = cut["arguments"] if cut else None
@@ -288,6 +319,7 @@ def _answer_step(call: LlmCall, *, index: int, tokens: tuple[int, int]) -> StepE
         input_tokens=tokens[0],
         output_tokens=tokens[1],
         api_stop_reason=call.finish_reason,
+        model_attempts=_take_model_attempts(call),
     )
 
 
@@ -661,6 +693,7 @@ def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> t
                 output_tokens=tokens_out,
                 text=text,
                 api_stop_reason=(calls[llm_index].finish_reason or None) if llm_index is not None else None,
+                model_attempts=_take_model_attempts(calls[llm_index]) if llm_index is not None else [],
             )
         )
     final = None

@@ -5,7 +5,8 @@ One trace per run: an ``invoke_agent`` root span with the run's labels (``rlt.sc
 that asked for it: ``gen_ai.usage.*``, ``gen_ai.output.messages``) and one ``execute_tool`` span per
 attempt (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` /
 ``.result``, ``error.type`` and status ERROR when it failed); the final answer is a last ``chat``
-span. Steps keep no wall-clock times, so spans are laid end to end from the run's start with each
+span. A model call's HTTP attempts (retries, statuses, request-ids, waits) go on its chat span as
+``rlt.model_attempts``. Steps keep no wall-clock times, so spans are laid end to end from the run's start with each
 attempt's own latency and backoff. What GenAI has no name for travels as ``rlt.*`` attributes, so
 this receiver reads back the same steps.
 """
@@ -17,7 +18,7 @@ import json
 from typing import Any
 
 from ..models import Run, Step
-from .conventions import EXTRA_ATTEMPT_FIELDS
+from .conventions import EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS
 from .wire import STATUS_ERROR, STATUS_OK
 
 SCOPE = "repair-loop-tracer"
@@ -93,7 +94,9 @@ class _Spans:
 
 
 def _chat_attrs(run: Run, step: Step, parts: list[dict[str, Any]], finish: str) -> dict[str, Any]:
+    attempts = {MODEL_ATTEMPTS: _dumps(step.model_attempts)} if step.model_attempts else {}
     return {
+        **attempts,
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "anthropic",
         "gen_ai.request.model": run.model_name,
