@@ -61,6 +61,7 @@ HEAVY_FIELDS = ("transcript", "search_text", "policy_settings", "task", "verdict
 STEP_FIELDS = (
     *("index", "kind", "tool_name", "input", "attempts", "text", "is_error", "category", "retryable"),
     "api_stop_reason",  # a model_stop step's
+    "model_attempts",  # its model call's, shown when it was retried or failed
 )
 
 # What the picture of a run reads of each step, and how many steps at a time.

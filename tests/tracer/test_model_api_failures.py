@@ -142,6 +142,25 @@ def test_model_attempts_go_out_as_otlp_and_come_back_on_the_same_steps(claude, a
 
 
 @pytest.mark.django_db
+def test_the_compare_page_shows_each_runs_model_retries_and_the_call_that_crashed_one(claude, admin_client):
+    claude.script(error(529, retry_after=0.01), error(429, retry_after=0.02))
+    retried = executed()
+    claude.script(reply(tool_use("lookup", {"key": "answer"})), *[error(529, retry_after=0.01)] * 3)
+    crashed = executed()
+    response = admin_client.get(reverse("tracer:compare"), {"a": retried.pk, "b": crashed.pk})
+    assert response.status_code == 200
+    doc = page(response)
+    first = doc.select(".pair")[0]
+    left, right = first.select(".line.head .cell")
+    assert left.texts(".model-call .attempt .badge") == ["529", "429", "200"] and "waited 0.02 s" in left.text
+    assert not right.select(".model-call")  # its first call went through at once
+    card_a, card_b = doc.select(".compare-heads .run-card")
+    assert not card_a.select(".model-call")
+    assert card_b.texts(".model-call .attempt .badge") == ["529", "529", "529"]
+    assert "the call that ended the run" in card_b.text
+
+
+@pytest.mark.django_db
 def test_the_matrix_counts_model_retries_per_policy(claude, admin_client):
     claude.script(error(529, retry_after=0.01), error(529, retry_after=0.01))
     executed(policy="structured")
