@@ -634,11 +634,6 @@ def _plain(row: StepRow) -> bool:
     return not row.is_split and not row.is_cause
 
 
-def _same_in_both(row: StepRow) -> bool:
-    key = _row_key(row)
-    return _plain(row) and key[0] is not None and key[0] == key[1]
-
-
 def _repeats_label(rows: list[StepRow]) -> str:
     first = rows[0]
     step = first.left or first.right
@@ -658,20 +653,22 @@ def stretches(rows: list[StepRow]) -> list[Stretch]:
     """The rows as the page shows them: a row repeated (same steps, same outcomes) ``FOLD_REPEATS_AT``
     times or more after itself folds its repeats behind one line ("6 more identical failing calls of
     free_slots in run A…"); a stretch of ``FOLD_SAME_AT`` or more rows the same in both runs folds all
-    but its first and last. The split and the cause are never folded."""
+    but its first and last. The split and the cause are never folded. Each row's key is made once."""
+    keys = [_row_key(row) for row in rows]
+    same = [_plain(row) and key[0] is not None and key[0] == key[1] for row, key in zip(rows, keys, strict=True)]
     out: list[Stretch] = []
     i = 0
     while i < len(rows):
-        key = _row_key(rows[i])
+        key = keys[i]
         j = i + 1
-        while j < len(rows) and _plain(rows[j]) and _row_key(rows[j]) == key:
+        while j < len(rows) and _plain(rows[j]) and keys[j] == key:
             j += 1
         if j - i - 1 >= FOLD_REPEATS_AT:
             out += [Stretch([rows[i]]), Stretch(rows[i + 1 : j], _repeats_label(rows[i + 1 : j]))]
             i = j
             continue
         k = i
-        while k < len(rows) and _same_in_both(rows[k]):
+        while k < len(rows) and same[k]:
             k += 1
         if k - i >= FOLD_SAME_AT:
             middle = rows[i + 1 : k - 1]
