@@ -74,3 +74,12 @@ def gunicorn_serving() -> Iterator[int]:
     finally:
         web.terminate()
         web.wait(timeout=30)
+
+
+def pg_drop(url: str) -> None:
+    """Drop the database ``url`` names (a benchmark's scratch database, at its end)."""
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
