@@ -66,10 +66,11 @@ def test_a_paused_turn_is_continued_to_the_answer(fake_api):
     "behaviour, said",
     [
         (error(401), "401"),
-        (malformed(), "not JSON"),
+        (malformed(), "answered 200 with a body that is not JSON"),
+        (malformed(b'{"type": "message", "content": "hi"}'), "answered 200 with a body that is not a message"),
         (error(400, "messages: roles must alternate"), "roles must alternate"),
     ],
-    ids=["401", "malformed-200", "400"],
+    ids=["401", "malformed-200", "not-a-message-200", "400"],
 )
 def test_a_crashed_run_exits_1_and_says_why(fake_api, behaviour, said):
     fake_api.script(behaviour)

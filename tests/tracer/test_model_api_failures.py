@@ -19,7 +19,7 @@ from django.utils import timezone
 from tests.conftest import WorkerProcess, purge_test_queue, wait_until
 from tests.dom import page
 from tests.factories import ExperimentFactory, RunFactory
-from tests.fake_messages_api import error, hang, reply, tool_use
+from tests.fake_messages_api import error, hang, malformed, reply, tool_use
 from tracer.execution import run_execute
 from tracer.experiments import experiment_launch, run_create
 from tracer.management.commands._progress import wait_for
@@ -232,6 +232,23 @@ def test_a_real_worker_shows_api_waits_and_ends_a_hanging_call_within_the_time_l
         call = run_page(admin_client, run).one("#step-1 .model-call")
         assert "waited 0.2 s" in call.text and "waited 0.3 s" in call.text
         assert call.texts(".attempt .badge") == ["529", "429", "200"]
+
+        # A 200 whose body is not a message: a crash that says so, not a worker's traceback.
+        claude.script(malformed(b'{"type": "message", "content": "hi"}'))
+        garbled = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
+        run = wait_until(finished(garbled), timeout=60, what="the garbled run to end", worker=worker)
+        assert run.stop_reason == Run.StopReason.CRASHED
+        assert run.error.startswith("the model API answered 200 with a body that is not a message")
+        assert run.failed_model_call[0]["error_type"] == "malformed"
+
+        # A sub-agent whose model call fails for good ends its coordinator saying so.
+        claude.script(reply(tool_use("run_subagent", {"task": JOB})), *[error(529, retry_after=0.01)] * 3)
+        coordinated = experiment_launch(
+            scenarios=["coordinator-partial"], policies=["structured"], model_backend="claude"
+        )
+        run = wait_until(finished(coordinated), timeout=60, what="the coordinator to end", worker=worker)
+        assert run.error.startswith("its sub-agent's model call failed (sub-agent 1:")
+        assert run.model_retry_count == 2 and len(run.failed_model_call) == 3
 
         claude.script(hang(300))
         hanging = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
