@@ -126,7 +126,7 @@ document.addEventListener("htmx:afterRequest", (event) => {
 });
 
 // [data-follow] (a running run's page): while following, each step that arrives is scrolled into view;
-// the button stops following (and starts it again). It is hidden until this file shows it, and it
+// the button stops following (and starts it again), and so does scrolling up. It is hidden until this file shows it, and it
 // comes back with each swap of the run's status, so its state lives here.
 // Steps a gap of the timeline loads are older ones, not arrivals: only a new newest step is followed.
 let followingSteps = true;
@@ -152,6 +152,16 @@ document.addEventListener("DOMContentLoaded", () => {
   stepsSeen = newestStep()?.id;
   showFollow();
 });
+// Scrolling up (wheel or keys) to read an earlier step stops following, as the button does.
+function stopFollowingOnScrollUp(event) {
+  const up = event.type === "wheel" ? event.deltaY < 0 : ["ArrowUp", "PageUp", "Home"].includes(event.key);
+  if (!up || !followingSteps || !document.querySelector("[data-follow]")) return;
+  if (event.type === "keydown" && event.target.closest("input, textarea, select")) return;
+  followingSteps = false;
+  showFollow();
+}
+window.addEventListener("wheel", stopFollowingOnScrollUp, { passive: true });
+window.addEventListener("keydown", stopFollowingOnScrollUp);
 document.addEventListener("htmx:afterSettle", () => {
   showFollow();
   const newest = newestStep()?.id;

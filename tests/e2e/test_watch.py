@@ -76,6 +76,13 @@ def test_launch_with_a_pace_and_watch_the_steps_arrive_one_by_one(watched, worke
     )
     expect(page.locator("#run-status")).to_contain_text("so far")  # a running run's duration
 
+    # Scrolling up to read stops following; the button starts it again.
+    page.mouse.wheel(0, -200)
+    follow = page.get_by_role("button", name="Follow new steps")
+    expect(follow).to_be_visible()
+    follow.click()
+    expect(page.locator(STEPS).last).to_be_in_viewport()
+
     # Stop following: back at the top, the page stays there as more steps arrive.
     page.get_by_role("button", name="Stop following").click()
     expect(page.get_by_role("button", name="Follow new steps")).to_be_visible()
