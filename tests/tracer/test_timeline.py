@@ -1,13 +1,15 @@
 """A long run's timeline is windowed: the run page shows its first 50 steps (a live run's newest too),
 and each gap loads the next 50 as an htmx fragment; a link to a step beyond the window still reaches it."""
 
+import html
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from tests.dom import parse
-from tests.factories import run_with_steps, steps_grow
+from tests.factories import RunFactory, StepFactory, ok_attempt, run_with_steps, steps_grow, tool_step
 from tracer.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +114,19 @@ def test_a_gap_costs_the_same_queries_for_100_and_1000_steps(admin_client):
     hundred = queries()
     steps_grow(run, 1000)
     assert queries() == hundred
+
+
+def test_a_steps_json_shows_indented_with_sorted_keys_and_escaped(admin_client):
+    run = RunFactory()
+    content = {"zeta": "<script>alert(1)</script>", "alpha": {"café": [1, 2]}, "big": 2**70}
+    StepFactory(run=run, event=tool_step(1, [ok_attempt(1, content)], tool="lookup_orders", result_content=content))
+    response = admin_client.get(reverse("tracer:run", args=[run.pk]))
+    body = response.content.decode()
+    assert "<script>alert(1)</script>" not in body
+    assert parse(body).one("#step-1 details.result pre")  # the tool_result, in full
+    result = body[body.index('<details class="result">') :]
+    shown = html.unescape(result[result.index("<pre>") + 5 : result.index("</pre>")])
+    assert "<script>" in shown  # escaped in the page, read back as written
+    assert shown.index('"alpha"') < shown.index('"big"') < shown.index('"zeta"')
+    assert '\n  "alpha": {\n    "café": [\n      1,' in shown
+    assert str(2**70) in shown  # beyond orjson's 64 bits: the standard library writes it
