@@ -398,6 +398,11 @@ class SubAgents:
     unplaced: list[Run]
     tokens: tuple[int, int]
 
+    @property
+    def running(self) -> list[Run]:
+        """Those still running: their step is recorded only once they end, so the live line names them."""
+        return [c for c in self.runs if c.is_active]
+
 
 def run_sub_agents(*, run: Run) -> SubAgents:
     """One query, whatever the number of steps and sub-agents."""

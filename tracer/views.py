@@ -146,7 +146,8 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         "last_index": window.last_index or after,
         "guard_errors": selectors.run_guard_errors(run=run),
         "reruns": selectors.run_reruns(run=run),
-        "sub_agents": selectors.run_sub_agents(run=run) if window.last_index else None,  # nested under the new steps
+        # nested under the new steps, and those running named on the live line
+        "sub_agents": selectors.run_sub_agents(run=run),
         "oob": True,
     }
     if request.htmx:

@@ -246,3 +246,24 @@ def test_the_run_page_costs_the_same_for_n_and_3n_steps_and_sub_agents(admin_cli
     assert queries(admin_client, url) == n_page
     assert queries(admin_client, poll, headers=HTMX) == n_poll
     assert queries(admin_client, url, headers={**HTMX, "HX-Target": "run-waterfall"}) == n_picture
+
+
+def test_a_sub_agent_still_running_is_named_on_the_live_line_until_its_step_arrives(admin_client):
+    run = RunFactory(
+        scenario="coordinator-partial", status=Run.Status.RUNNING, stop_reason="", verdict="", step_count=1
+    )
+    steps_add(run, [tool_step(1, [ok_attempt(1)], tool="run_subagent")])
+    child = RunFactory(
+        parent=run, parent_step=2, label="sub-agent 2: <b>lookup</b>", status=Run.Status.RUNNING, step_count=1
+    )
+    line = f"Step 2 is running a sub-agent: #{child.pk} sub-agent 2: <b>lookup</b>, 1 step so far"
+    assert line in page(admin_client.get(reverse("tracer:run", args=[run.pk]))).one("#run-status").text
+    poll = reverse("tracer:run-steps", args=[run.pk]) + "?after=1"
+    assert line in page(admin_client.get(poll, headers=HTMX)).one("#run-status").text
+
+    Run.objects.filter(pk=child.pk).update(status=Run.Status.FINISHED, step_count=2)
+    steps_add(run, [tool_step(2, [ok_attempt(1)], tool="run_subagent")])
+    Run.objects.filter(pk=run.pk).update(step_count=2)
+    doc = page(admin_client.get(poll, headers=HTMX))
+    assert "is running a sub-agent" not in doc.one("#run-status").text
+    assert doc.one("#step-2 .sub-agents").hrefs == [f"/runs/{child.pk}/"]
