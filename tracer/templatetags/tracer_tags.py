@@ -17,7 +17,7 @@ from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
-from django.utils.timezone import localtime
+from django.utils.timezone import get_current_timezone, localtime
 
 from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
@@ -279,7 +279,11 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
         verdict = f'<span class="verdict {e(run.verdict)}">{e(run.verdict)}</span>'
     else:
         verdict = "" if run.is_active else '<span class="muted">unknown</span>'
-    started = localtime(run.started_at or run.created_at)
+    # the time zone and the run page's URL, looked up once for all the rows of one rendering
+    tz, run_url = context.render_context.get("run_row") or context.render_context.setdefault(
+        "run_row", (get_current_timezone(), _run_url(get_script_prefix()))
+    )
+    started = localtime(run.started_at or run.created_at, tz)
     when = f"{started:%b} {started.day}, {started:%H:%M:%S}" if started else ""
     answer = run.final_answer or ""
     pk = int(run.pk)
@@ -289,7 +293,7 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
         f'<tr id="run-row-{pk}" class="{active}"{swap}>'
         f'<td><input type="checkbox" name="run" value="{pk}" id="run-pick-{pk}" hx-preserve '
         f'aria-label="tick run {pk}"></td>'
-        f'<td><a href="{e(_run_url(get_script_prefix()).format(pk))}">#{pk}</a></td>'
+        f'<td><a href="{e(run_url.format(pk))}">#{pk}</a></td>'
         f"<td>{e(run.scenario or 'unknown')}{label}</td><td>{e(run.policy_name or 'unknown')}</td>"
         f"<td>{backend_badge(run)}</td>"
         f'<td><span class="status {status}">{status}</span></td>'
