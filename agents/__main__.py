@@ -3,17 +3,21 @@
 
 Scenario packs named in ``RLT_SCENARIO_PACKS`` are loaded first. Bad arguments, and a pack that cannot
 be loaded, get a message naming what was wrong and what is expected, and exit code 2. A run that
-crashed (the model API failed, a replay no longer matched, the harness raised) exits 1, after its
-trace, so a script or CI notices; any other ending, a guard's or a refusal, is the run's result and exits 0.
+crashed (the model API failed, a replay no longer matched, the harness raised, the run's time limit
+ran out in a model call: ``--time-limit`` or ``RLT_RUN_TIME_LIMIT_S``) exits 1, after its trace, so a
+script or CI notices; any other ending, a guard's or a refusal, is the run's result and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from typing import Any, TextIO
 
+from .llm.base import TIME_LIMIT_ENV
 from .llm.registry import make_backend
 from .loop import RunResult
 from .policies import PRESETS, PolicyError, get_policy
@@ -24,6 +28,7 @@ from .vocabulary import ModelBackendName, StopReason
 
 USAGE_ERROR = 2
 RUN_CRASHED = 1
+DEFAULT_TIME_LIMIT_S = 900.0  # as a worker's RLT_RUN_TIME_LIMIT_S
 
 
 def _policy_arg(value: str) -> Any:
@@ -54,11 +59,31 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--cassette", help="a recorded cassette to replay (with --model replay)")
     run.add_argument("--record", help="write this run's model requests and responses to a cassette file")
     run.add_argument("--seed", type=int, default=0, help="seed for the backoff jitter")
+    run.add_argument(
+        "--time-limit",
+        help=f"seconds the run may take; no model call is given longer than what is left of it "
+        f"(default: {TIME_LIMIT_ENV}, else {DEFAULT_TIME_LIMIT_S:g})",
+    )
     sub.add_parser("list", help="list scenarios (by pack), policies and model backends")
     sub.add_parser(
         "verdicts", help="run every scenario under every preset with the simulated model; print the verdict table"
     )
     return top
+
+
+def time_limit(value: str | None) -> float:
+    """The run's time limit in seconds: ``--time-limit``, else ``RLT_RUN_TIME_LIMIT_S`` (as workers and
+    ``manage.py run_agent`` read it), else 900; a value that is not a positive number is a ValueError."""
+    named, raw = ("--time-limit", value) if value is not None else (TIME_LIMIT_ENV, os.environ.get(TIME_LIMIT_ENV))
+    if raw is None or not raw.strip():
+        return DEFAULT_TIME_LIMIT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not (0 < seconds < math.inf):
+        raise ValueError(f"{named} must be a number of seconds above 0; it is {raw!r}")
+    return seconds
 
 
 def list_all(out: TextIO) -> None:
@@ -111,7 +136,10 @@ def run(args: argparse.Namespace, out: TextIO) -> RunResult:
     print(f"policy: {policy.name} ({policy.description or 'custom variant'})", file=out)
     print(f"task: {scenario.task}", file=out)
     print(file=out)
-    result = run_scenario(scenario.name, policy, model=backend, recorder=PrintRecorder(out), seed=args.seed)
+    limit = time_limit(args.time_limit)
+    result = run_scenario(
+        scenario.name, policy, model=backend, recorder=PrintRecorder(out), seed=args.seed, time_limit_s=limit
+    )
     if args.record:
         print(f"recorded to {args.record}", file=out)
     return result

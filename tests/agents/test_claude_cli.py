@@ -3,6 +3,7 @@ person at a shell runs it: a real process, the SDK pointed at the fake by ANTHRO
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from tests.conftest import subprocess_env
 from tests.fake_messages_api import (
     error,
+    hang,
     malformed,
     pause_turn,
     refusal,
@@ -19,11 +21,12 @@ from tests.fake_messages_api import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+AGENTS_RUN = [sys.executable, "-m", "agents", "run"]
 
 
-def agents_run(scenario="refund-too-old", **env):
+def agents_run(scenario="refund-too-old", *extra, **env):
     done = subprocess.run(
-        [sys.executable, "-m", "agents", "run", "--scenario", scenario, "--policy", "structured", "--model", "claude"],
+        [*AGENTS_RUN, "--scenario", scenario, "--policy", "structured", "--model", "claude", *extra],
         cwd=ROOT,
         env=subprocess_env(env),
         capture_output=True,
@@ -90,3 +93,20 @@ def test_an_unknown_content_block_does_not_flood_stderr(fake_api):
     code, out, err = agents_run()
     assert code == 0 and "final answer: All done." in out
     assert "Pydantic" not in err and "serializ" not in err, err
+
+
+def test_a_model_call_that_never_answers_ends_the_run_at_its_time_limit(fake_api):
+    fake_api.script(hang(300))
+    began = time.monotonic()
+    code, out, err = agents_run(RLT_RUN_TIME_LIMIT_S="3")
+    assert time.monotonic() - began < 3 + 10  # the process's start included
+    assert code == 1 and "the run crashed" in err
+    assert "gave no answer within" in out and "the run's time limit (3 s, RLT_RUN_TIME_LIMIT_S) was reached" in out
+
+
+def test_a_time_limit_that_is_not_a_number_is_refused_naming_it(fake_api):
+    code, _, err = agents_run("refund-too-old", "--time-limit", "soon")
+    assert code == 2 and "--time-limit must be a number of seconds above 0; it is 'soon'" in err
+    code, _, err = agents_run(RLT_RUN_TIME_LIMIT_S="0")
+    assert code == 2 and "RLT_RUN_TIME_LIMIT_S must be a number of seconds above 0" in err
+    assert not fake_api.bodies()  # refused before the model was asked
