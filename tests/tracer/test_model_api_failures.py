@@ -161,6 +161,15 @@ def test_the_compare_page_shows_each_runs_model_retries_and_the_call_that_crashe
 
 
 @pytest.mark.django_db
+def test_a_retry_after_cap_that_is_not_a_number_ends_the_run_at_its_start_naming_it(claude, monkeypatch):
+    monkeypatch.setenv("RLT_MODEL_RETRY_AFTER_CAP_S", "a minute")
+    run = executed()
+    assert run.status == Run.Status.FINISHED and run.stop_reason == Run.StopReason.CRASHED
+    assert "RLT_MODEL_RETRY_AFTER_CAP_S must be a number of seconds, 0 or more; it is 'a minute'" in run.error
+    assert run.step_count == 0 and not claude.bodies()  # the model was never asked
+
+
+@pytest.mark.django_db
 def test_the_matrix_counts_model_retries_per_policy(claude, admin_client):
     claude.script(error(529, retry_after=0.01), error(529, retry_after=0.01))
     executed(policy="structured")
