@@ -163,6 +163,19 @@ def test_the_run_page_pairs_the_same_experiment_and_repeat_not_the_newest_run(ad
     ]
 
 
+def test_the_run_page_says_how_each_other_policys_run_was_paired(admin_client):
+    runs = experiment_runs(repeats=1)
+    message = RunFactory(policy_name="message")  # a policy the experiment did not run
+
+    doc = page(admin_client.get(reverse("tracer:run", args=[runs["starter", 0].pk])))
+
+    shown = {mini.select("a")[0].text: mini.one(".pairing").text for mini in doc.select("aside .mini")}
+    assert shown == {
+        f"#{message.pk} message": "paired by: newest run",
+        f"#{runs['structured', 0].pk} structured": "paired by: same experiment and repeat",
+    }
+
+
 def test_a_re_run_stands_in_for_its_repeat(admin_client):
     runs = experiment_runs()
     interrupted = runs["structured", 0]
@@ -188,6 +201,17 @@ def test_the_stop_queue_links_the_same_experiment_and_repeat(admin_client):
     compare_url = reverse("tracer:compare")
     for stop, other in zip(stops, others, strict=True):
         assert f"{compare_url}?a={stop.pk}&b={other.pk}" in doc.hrefs
+        beside = doc.one(f"#stop-{stop.pk} .beside")
+        assert "paired by: same experiment and repeat" in beside.one(".pairing").text
+
+
+def test_a_stop_of_no_experiment_says_its_other_policys_run_is_the_newest(admin_client):
+    stop = guard_stop(scenario="stuck-model")
+    RunFactory(scenario="stuck-model", policy_name="starter")
+
+    doc = page(admin_client.get(reverse("tracer:stops")))
+
+    assert doc.one(f"#stop-{stop.pk} .beside .pairing").text == "paired by: newest run"
 
 
 def test_pairing_costs_the_same_for_2_and_20_runs(admin_client):
