@@ -107,6 +107,16 @@ def inline_json(value: Any) -> str:
 
 
 @register.filter
+def fixed(value: Any, places: int = 1) -> str:
+    """A number with ``places`` decimals (``4.0``, ``0.125``), as ``floatformat:N`` writes it for
+    these pages, without its Decimal and locale work (a tenth of a 50-step timeline's rendering)."""
+    try:
+        return f"{float(value):.{int(places)}f}"
+    except (TypeError, ValueError):
+        return ""
+
+
+@register.filter
 def at(mapping: Any, key: Any) -> Any:
     """``mapping[key]``, or None when it is absent: ``sub_agents.by_step|at:step.index``."""
     return mapping.get(key) if mapping else None
