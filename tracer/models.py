@@ -213,9 +213,13 @@ class Run(models.Model):
                 ],
                 name="run_matrix_cover_idx",
             ),
-            models.Index(fields=["stop_reason"], name="run_stop_reason_idx"),
-            models.Index(fields=["verdict"], name="run_verdict_idx"),
-            models.Index(fields=["model_backend"], name="run_backend_idx"),
+            # The list filtered on one of these columns, newest first: a page reads 50 entries (on
+            # "stop_reason" alone, 100,000 runs took SQLite 25 ms to sort); the stop queue's
+            # stop_reason IN (...) reads the first.
+            models.Index(fields=["stop_reason", "-created_at", "-id"], name="run_stop_created_idx"),
+            models.Index(fields=["verdict", "-created_at", "-id"], name="run_verdict_created_idx"),
+            models.Index(fields=["model_backend", "-created_at", "-id"], name="run_backend_created_idx"),
+            models.Index(fields=["status", "-created_at", "-id"], name="run_status_created_idx"),
             # A starting worker and ``interrupt_stale --worker`` look for one name's running runs.
             models.Index(fields=["worker_name", "status"], name="run_worker_idx"),
             # The sweep: running runs whose lease lapsed, queued runs whose message is due again.
@@ -225,7 +229,9 @@ class Run(models.Model):
             models.Index(fields=["source", "-created_at", "-id"], name="run_source_created_idx"),
             models.Index(fields=["external_id"], name="run_external_id_idx"),
             # The runs list's column sorts (``selectors.RUN_SORTS``): top-level runs by one column, ties
-            # by id in the same direction, so a page reads 50 entries of one index either way.
+            # by id in the same direction, so a page reads 50 entries of one index either way. SQLite
+            # reads these; PostgreSQL cannot read an order after "parent_id IS NULL" and reads partial
+            # indexes of (column, id) instead, made for it alone by migration 0022.
             *(
                 models.Index(fields=["parent", column, "id"], name=f"run_sort_{name}_idx")
                 for name, column in (

@@ -165,8 +165,8 @@ def run_distinct_values() -> tuple[list[str], list[str]]:
 
 
 # The runs list's sortable columns (``?sort=steps``; ``?sort=-steps`` descending). Each has an index on
-# (parent, column, id) (``run_sort_*_idx``) and ties go by id in the same direction, so any sort reads
-# one page of one index; "started" is the default's (parent, created_at, id) index.
+# (column, id) of top-level runs (``run_sort_*_idx``) and ties go by id in the same direction, so any
+# sort reads one page of one index; "started" is the default's (parent, created_at, id) index.
 RUN_SORTS = {
     "run": "id",
     "scenario": "scenario",

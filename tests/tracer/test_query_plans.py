@@ -85,6 +85,22 @@ def test_each_column_sort_reads_its_index_in_order(name, direction):
     assert "TEMP B-TREE" not in found
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "index"),
+    [
+        ("stop_reason", "consecutive_errors", "run_stop_created_idx"),
+        ("verdict", "fail", "run_verdict_created_idx"),
+        ("model_backend", "claude", "run_backend_created_idx"),
+        ("status", "running", "run_status_created_idx"),
+        ("source", "otlp", "run_source_created_idx"),
+    ],
+)
+def test_runs_filtered_on_one_column_come_from_an_index_in_order(column, value, index):
+    found = queryset_plan(selectors.run_list(filters={column: value})[:51])
+    assert index in found
+    assert "TEMP B-TREE" not in found
+
+
 def test_the_run_count_stops_at_its_cap():
     for filters, cap in (({}, selectors.RUN_COUNT_CAP), ({"q": "laptop"}, selectors.SEARCH_COUNT_CAP)):
         with CaptureQueriesContext(connection) as ctx:
