@@ -571,7 +571,9 @@ class Comparison:
 
 
 def run_compare(*, a_id: int, b_id: int) -> Comparison:
-    runs = {r.pk: r for r in Run.objects.defer("transcript", "search_text").filter(pk__in=[a_id, b_id])}
+    both = Run.objects.defer("transcript", "search_text").filter(pk__in=[a_id, b_id])
+    both = both.select_related("review__reviewer").prefetch_related("review__tags")  # overrides, beside the judge
+    runs = {r.pk: r for r in both}
     a = runs.get(a_id) or get_object_or_404(Run, pk=a_id)
     b = runs.get(b_id) or get_object_or_404(Run, pk=b_id)
     steps: dict[int, list[dict]] = defaultdict(list)
@@ -1066,7 +1068,9 @@ def experiment_choices(*, selected: Iterable[int] = (), limit: int = 20) -> list
 
 
 def experiment_runs(*, experiment: Experiment) -> list[Run]:
-    return list(experiment.runs.filter(parent__isnull=True).defer(*HEAVY_FIELDS).order_by("id"))
+    """An experiment's top-level runs, each with its review (an override shows beside the judge's verdict)."""
+    runs = experiment.runs.filter(parent__isnull=True).defer(*HEAVY_FIELDS).order_by("id")
+    return list(runs.select_related("review__reviewer").prefetch_related("review__tags"))
 
 
 # An experiment page says it is waiting for a worker when nothing was claimed for this long.

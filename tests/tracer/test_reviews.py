@@ -218,6 +218,47 @@ def test_a_reviewed_run_page_costs_the_same_with_1_and_10_tags(reviewer):
     assert queries(reviewer, url) == one
 
 
+# --- compare and experiment pages -------------------------------------------------------------------
+
+
+def test_compare_shows_a_reviewers_override_beside_the_judges_verdict(admin_client):
+    overridden = refund_too_old_starter()
+    other = RunFactory(scenario=overridden.scenario, policy_name="structured")
+    reviews.run_review_save(run=overridden, verdict_override="pass", override_reason="the judge was wrong")
+
+    doc = get(admin_client, reverse("tracer:compare") + f"?a={overridden.pk}&b={other.pk}")
+
+    left, right = doc.select(".compare-heads .run-card")
+    assert "judge: fail · reviewer: pass" in left.text and "reviewed" in left.text
+    assert "pass" in right.text and "reviewer" not in right.text
+
+
+def test_the_experiment_page_shows_a_reviewers_override_in_its_runs_table(admin_client):
+    exp = ExperimentFactory()
+    overridden = refund_too_old_starter(experiment=exp)
+    plain = refund_too_old_starter(experiment=exp)
+    reviews.run_review_save(run=overridden, verdict_override="pass", override_reason="the judge was wrong", tags="x")
+
+    doc = get(admin_client, reverse("tracer:experiment", args=[exp.pk]))
+
+    rows = {row.select("td")[0].text: row.text for row in doc.select("table.runs tbody tr")}
+    assert "judge: fail · reviewer: pass" in rows[f"#{overridden.pk}"] and "x" in rows[f"#{overridden.pk}"]
+    assert "fail" in rows[f"#{plain.pk}"] and "reviewer" not in rows[f"#{plain.pk}"]
+
+
+def test_the_experiment_page_costs_the_same_with_1_and_10_reviewed_runs(admin_client):
+    exp = ExperimentFactory()
+    url = reverse("tracer:experiment", args=[exp.pk])
+    reviews.run_review_save(
+        run=refund_too_old_starter(experiment=exp), verdict_override="pass", override_reason="r", tags="a"
+    )
+    one = queries(admin_client, url)
+    for i in range(9):
+        run = refund_too_old_starter(experiment=exp)
+        reviews.run_review_save(run=run, verdict_override="pass", override_reason="r", tags=f"t{i} u{i}")
+    assert queries(admin_client, url) == one
+
+
 # --- the stop queue ------------------------------------------------------------------------------
 
 
