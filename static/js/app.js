@@ -86,6 +86,30 @@ function keyboardCards(event) {
 }
 document.addEventListener("keydown", keyboardCards);
 
+// A review saved on a card moves on: once its answer is swapped in, the next card has the focus (after a
+// review of identical stops, once the list has refreshed without them: its first card), so j, k and o go
+// on from there instead of from the top.
+let reviewedCard = null;
+document.addEventListener("runReviewed", (event) => {
+  const card = event.target.closest("[data-keyboard-cards] [data-card]");
+  reviewedCard = card ? { id: card.id, waitForList: false } : null;
+});
+document.addEventListener("stopsReviewed", () => {
+  if (reviewedCard) reviewedCard.waitForList = true;
+});
+document.addEventListener("htmx:afterSettle", (event) => {
+  if (!reviewedCard) return;
+  const listSwapped = event.target.matches("[data-keyboard-cards]");
+  if (reviewedCard.waitForList && !listSwapped) return;
+  const cards = [...document.querySelectorAll("[data-keyboard-cards] [data-card]")];
+  const at = cards.findIndex((card) => card.id === reviewedCard.id);
+  const next = at < 0 ? cards[0] : cards[Math.min(at + 1, cards.length - 1)];
+  reviewedCard = null;
+  if (!next) return;
+  next.focus();
+  next.scrollIntoView({ block: "nearest" });
+});
+
 // .table-wrap: a table wider than its frame scrolls inside it, and [data-overflowing] makes the frame
 // say so (app.css). Measured when the page loads, when a frame changes size and after each swap.
 const overflowWatch = new ResizeObserver((entries) => entries.forEach((entry) => markOverflow(entry.target)));

@@ -90,6 +90,7 @@ def test_walk_the_stop_queue_by_keyboard_and_review_identical_stops_at_once(sign
     )
     expect(cards).to_have_count(1)
     expect(cards.first).to_have_id(f"stop-{different.pk}")
+    expect(cards.first).to_be_focused()  # the next stop to review, where j, k and o go on from
     expect(page.locator("#stop-counts")).to_contain_text("Reviewed 3")
     reviewed = {r.run_id: r.verdict for r in StopReview.objects.all()}
     assert reviewed == {first.pk: "unhelpful_error", second.pk: "unhelpful_error", third.pk: "unhelpful_error"}
@@ -101,3 +102,23 @@ def test_walk_the_stop_queue_by_keyboard_and_review_identical_stops_at_once(sign
     page.keyboard.press("j")
     page.keyboard.press("o")
     expect(page).to_have_url(re.compile(rf"/runs/{different.pk}/$"))
+
+
+def test_saving_a_review_on_a_stop_card_moves_to_the_next_card(signed_in: Page, live_server):
+    oldest, middle, newest = guard_stop(), guard_stop(policy_name="starter"), guard_stop(policy_name="message")
+    page = signed_in
+    page.goto(f"{live_server.url}/stops/")
+    cards = page.locator("article.stop-case")
+    expect(cards).to_have_count(3)
+
+    page.keyboard.press("j")
+    expect(cards.nth(0)).to_have_id(f"stop-{newest.pk}")
+    expect(cards.nth(0)).to_be_focused()
+    cards.nth(0).get_by_label("model stuck").check()
+    cards.nth(0).get_by_role("button", name="Save review").press("Enter")
+
+    expect(cards.nth(0).locator(".success")).to_contain_text(f"Review of run {newest.pk} saved.")
+    expect(page.locator(f"#stop-{middle.pk}")).to_be_focused()
+    page.keyboard.press("j")  # the keys go on from the card it moved to
+    expect(page.locator(f"#stop-{oldest.pk}")).to_be_focused()
+    assert StopReview.objects.get().run_id == newest.pk
