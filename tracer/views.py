@@ -26,6 +26,7 @@ from django_htmx.http import trigger_client_event
 from . import access, reviews, selectors, tokens
 from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create
 from .forms import (
+    ID_MAX,
     ApiTokenForm,
     CompareForm,
     LaunchForm,
@@ -88,10 +89,11 @@ def run_rows_live(request: HttpRequest) -> HttpResponse:
     values = request.GET.getlist("v")[:RUNS_PER_PAGE]
     versions = {}
     for value in values:
-        if not LIVE_VERSION.fullmatch(value):
+        pk = int(value.partition(".")[0]) if LIVE_VERSION.fullmatch(value) else 0
+        if not 0 < pk <= ID_MAX:
             message = f"v: expected <run id>.<steps>.<status>, such as 12.3.running; got {value[:40]!r}"
             return render(request, "400.html", {"message": message}, status=400)
-        versions[int(value.partition(".")[0])] = value
+        versions[pk] = value
     changed, active = selectors.run_rows_changed(versions=versions)
     if not changed:
         return HttpResponse(status=204)

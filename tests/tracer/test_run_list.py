@@ -232,8 +232,9 @@ def test_a_run_that_records_a_step_or_finishes_updates_its_row_out_of_band(admin
     assert f"run-row-{quiet.pk}" not in rows
 
 
-def test_a_bad_version_in_the_poll_is_a_400_naming_it(admin_client):
-    response = admin_client.get(LIVE, {"v": "12;drop"}, headers=HTMX)
+@pytest.mark.parametrize("bad", ["12;drop", "0.1.running", "9999999999999999999.1.running", "12.x.running"])
+def test_a_bad_version_in_the_poll_is_a_400_naming_it(admin_client, bad):
+    response = admin_client.get(LIVE, {"v": bad}, headers=HTMX)
     assert response.status_code == 400
     assert "v: expected <run id>.<steps>.<status>" in page(response).text
 
