@@ -122,7 +122,9 @@ def test_imported_runs_are_labelled_imported_on_the_list_run_compare_and_matrix_
     compare_page = page(admin_client.get(reverse("tracer:compare"), {"a": a.pk, "b": b.pk}))
     assert len(compare_page.select(".run-card .badge.imported")) == 2
     matrix = page(admin_client.get(reverse("tracer:policies")))
-    assert [badge.text for badge in matrix.select(".badge.imported")] == ["1 imported", "1 imported"]
+    # Each policy's totals row says its runs were imported, and so does each scenario's cell.
+    assert [badge.text for badge in matrix.select("tr[id^=totals] .badge.imported")] == ["imported", "imported"]
+    assert [badge.text for badge in matrix.select(".flags .badge.imported")] == ["1 imported", "1 imported"]
 
 
 def test_the_run_list_filters_runs_by_where_they_came_from(admin_client):
