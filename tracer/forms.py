@@ -149,7 +149,12 @@ class MatrixFilterForm(forms.Form):
 
     experiment = IdListField(required=False, label="experiment", of="an experiment")
     model_backend = forms.ChoiceField(
-        required=False, label="model backend", choices=[("", "all"), *Run.ModelBackend.choices]
+        required=False,
+        label="model backend",
+        choices=[("", "all"), *Run.ModelBackend.choices],
+        error_messages={
+            "invalid_choice": f"%(value)s is not a model backend: one of {', '.join(Run.ModelBackend.values)}"
+        },
     )
 
     def filters(self) -> dict[str, Any]:

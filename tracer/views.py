@@ -187,13 +187,15 @@ def _policies_context(request: HttpRequest) -> dict:
     matrix_form = MatrixFilterForm(request.GET)
     narrowing = matrix_form.filters()
     experiments = selectors.experiment_choices(selected=narrowing["experiment_ids"])
-    chosen = narrowing["experiment_ids"]
+    known = {e.pk for e in experiments}
+    missing = sorted(set(narrowing["experiment_ids"]) - known)  # named on the page and left out
+    narrowing["experiment_ids"] = chosen = [pk for pk in narrowing["experiment_ids"] if pk in known]
     return {
         "matrix": selectors.policy_matrix(policies=request.GET.getlist("policy"), **narrowing),
         "matrix_form": matrix_form,
         "narrowing": narrowing,
         "experiments": experiments,
-        "missing_experiments": sorted(set(chosen) - {e.pk for e in experiments}),
+        "missing_experiments": missing,
         "experiment_id": chosen[0] if len(chosen) == 1 else None,  # the cells' links narrow the runs list to it
         "variants": selectors.policy_variant_list(),
     }

@@ -224,9 +224,26 @@ def test_the_pickers_narrow_the_page_to_experiments_and_a_backend(admin_client):
 def test_a_bad_backend_or_an_unknown_experiment_is_named_and_all_runs_are_shown(admin_client):
     refund_too_old_starter()
     doc = get(admin_client, reverse("tracer:policies"), {"model_backend": "gpt<b>", "experiment": "987654"})
-    assert "Model backend: Select a valid choice. gpt<b> is not one of the available choices." in doc.text
-    assert "Experiment: there is no experiment 987654." in doc.text
+    errors = doc.texts("p.error")
+    assert (
+        "Model backend: gpt<b> is not a model backend: one of simulated, claude, replay, imported (showing every backend)"
+        in errors
+    )
+    assert "Experiment: there is no experiment 987654 (showing all runs)." in errors
     assert not doc.select("#policy-summary table.totals tbody b")  # escaped, never markup
+    assert doc.texts("#policy-summary table.totals tbody th") == ["starter simulated"]
+
+
+def test_an_unknown_experiment_beside_a_known_one_is_named_and_left_out(admin_client):
+    kept = ExperimentFactory()
+    runs(2, passes=1, policy_name="structured", experiment=kept)
+    refund_too_old_starter()  # of no experiment: not counted
+
+    doc = get(admin_client, reverse("tracer:policies"), {"experiment": [kept.pk, 987654]})
+
+    assert "Experiment: there is no experiment 987654 (left out)." in doc.texts("p.error")
+    assert doc.texts("#policy-summary table.totals tbody th") == ["structured simulated"]
+    assert doc.select('form.columns input[name="experiment"]')[0]["value"] == str(kept.pk)
 
 
 def test_the_policy_names_from_a_trace_are_escaped_in_the_summary_and_chart(admin_client):
