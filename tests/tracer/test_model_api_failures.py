@@ -231,34 +231,12 @@ def test_a_real_worker_shows_api_waits_and_ends_a_hanging_call_within_the_time_l
     worker = WorkerProcess(env={**claude.env, "RLT_RUN_TIME_LIMIT_S": "10"})
     try:
         worker.wait_ready()
-        claude.script(error(529, retry_after=0.2), error(429, retry_after=0.3))
-        retried = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
 
         def finished(experiment):
             return lambda: Run.objects.filter(experiment=experiment, status=Run.Status.FINISHED).first()
 
-        run = wait_until(finished(retried), timeout=60, what="the retried run to end", worker=worker)
-        call = run_page(admin_client, run).one("#step-1 .model-call")
-        assert "waited 0.2 s" in call.text and "waited 0.3 s" in call.text
-        assert call.texts(".attempt .badge") == ["529", "429", "200"]
-
-        # A 200 whose body is not a message: a crash that says so, not a worker's traceback.
-        claude.script(malformed(b'{"type": "message", "content": "hi"}'))
-        garbled = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
-        run = wait_until(finished(garbled), timeout=60, what="the garbled run to end", worker=worker)
-        assert run.stop_reason == Run.StopReason.CRASHED
-        assert run.error.startswith("the model API answered 200 with a body that is not a message")
-        assert run.failed_model_call[0]["error_type"] == "malformed"
-
-        # A sub-agent whose model call fails for good ends its coordinator saying so.
-        claude.script(reply(tool_use("run_subagent", {"task": JOB})), *[error(529, retry_after=0.01)] * 3)
-        coordinated = experiment_launch(
-            scenarios=["coordinator-partial"], policies=["structured"], model_backend="claude"
-        )
-        run = wait_until(finished(coordinated), timeout=60, what="the coordinator to end", worker=worker)
-        assert run.error.startswith("its sub-agent's model call failed (sub-agent 1:")
-        assert run.model_retry_count == 2 and len(run.failed_model_call) == 3
-
+        # The hang first: the worker's first run also loads the SDK, which on a loaded machine can take
+        # seconds of a 10 s limit that the retried runs below would need.
         claude.script(hang(300))
         hanging = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
         wait_until(
@@ -272,6 +250,31 @@ def test_a_real_worker_shows_api_waits_and_ends_a_hanging_call_within_the_time_l
         assert run.stop_reason == Run.StopReason.CRASHED
         assert "the run's time limit (10 s, RLT_RUN_TIME_LIMIT_S) was reached" in run.error
         assert run.failed_model_call[0]["error_type"] == "timeout"
+
+        claude.script(error(529, retry_after=0.2), error(429, retry_after=0.3))
+        retried = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
+        run = wait_until(finished(retried), timeout=60, what="the retried run to end", worker=worker)
+        assert run.stop_reason == Run.StopReason.FINAL_ANSWER, run.error
+        call = run_page(admin_client, run).one("#step-1 .model-call")
+        assert "waited 0.2 s" in call.text and "waited 0.3 s" in call.text
+        assert call.texts(".attempt .badge") == ["529", "429", "200"]
+
+        # A 200 whose body is not a message: a crash that says so, not a worker's traceback.
+        claude.script(malformed(b'{"type": "message", "content": "hi"}'))
+        garbled = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
+        run = wait_until(finished(garbled), timeout=60, what="the garbled run to end", worker=worker)
+        assert run.stop_reason == Run.StopReason.CRASHED
+        assert run.error.startswith("the model API answered 200 with a body that is not a message"), run.error
+        assert run.failed_model_call[0]["error_type"] == "malformed"
+
+        # A sub-agent whose model call fails for good ends its coordinator saying so.
+        claude.script(reply(tool_use("run_subagent", {"task": JOB})), *[error(529, retry_after=0.01)] * 3)
+        coordinated = experiment_launch(
+            scenarios=["coordinator-partial"], policies=["structured"], model_backend="claude"
+        )
+        run = wait_until(finished(coordinated), timeout=60, what="the coordinator to end", worker=worker)
+        assert run.error.startswith("its sub-agent's model call failed (sub-agent 1:"), run.error
+        assert run.model_retry_count == 2 and len(run.failed_model_call) == 3
     finally:
         worker.stop()
 
