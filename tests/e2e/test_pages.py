@@ -10,7 +10,7 @@ import pytest
 from django.urls import include, path
 from playwright.sync_api import Page, expect
 
-from tests.factories import RunFactory, guard_stop, refund_too_old_starter, refund_too_old_structured
+from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter, refund_too_old_structured
 from tracer.models import Run
 
 
@@ -266,10 +266,24 @@ REACHED = """() => {
 }"""
 
 
-@pytest.mark.parametrize("where", ["runs", "run", "compare", "policies", "stops", "launch", "import", "tokens"])
+# The second pass's panels (issue 12), which each page must show and Tab must reach: the review form,
+# the picture of a run in words, the matrix's experiment and backend pickers, the pace control.
+PANEL_CONTROLS = {
+    "run": ["select verdict_override", "button Save review", "summary The picture in words"],
+    "policies": ["input experiment", "select model_backend"],
+    "stops": ["input verdict", "select verdict_override", "button Save review"],
+    "launch": ["input step_delay_s"],
+    "experiment": ["a Open its matrix"],
+}
+
+
+@pytest.mark.parametrize(
+    "where", ["runs", "run", "compare", "policies", "stops", "launch", "experiment", "import", "tokens"]
+)
 def test_tab_reaches_every_control_a_person_can_see(signed_in: Page, live_server, where):
     page = signed_in
-    a, b = refund_too_old_starter(), refund_too_old_structured()
+    experiment = ExperimentFactory(finished_runs=2, total_runs=2)
+    a, b = refund_too_old_starter(experiment=experiment), refund_too_old_structured(experiment=experiment)
     guard_stop()
     url = {
         "runs": "/",
@@ -278,11 +292,14 @@ def test_tab_reaches_every_control_a_person_can_see(signed_in: Page, live_server
         "policies": "/policies/",
         "stops": "/stops/",
         "launch": "/launch/",
+        "experiment": f"/experiments/{experiment.pk}/",
         "import": "/import/",
         "tokens": "/tokens/",
     }[where]
     page.goto(live_server.url + url)
     controls = page.evaluate(CONTROLS)
+    for control in PANEL_CONTROLS.get(where, []):
+        assert any(c.startswith(control) for c in controls), f"no {control} on the page: {controls}"
     reached = set()
     for _ in range(3 * len(controls) + 10):
         page.keyboard.press("Tab")
@@ -293,12 +310,16 @@ def test_tab_reaches_every_control_a_person_can_see(signed_in: Page, live_server
     assert missed == [], f"Tab never reaches {missed}"
 
 
-@pytest.mark.parametrize("where", ["run", "compare", "picker", "stops", "launch", "import", "tokens", "missing"])
+@pytest.mark.parametrize(
+    "where", ["run", "compare", "picker", "stops", "launch", "experiment", "import", "tokens", "missing"]
+)
 def test_at_800_px_no_page_scrolls_sideways(narrow: Page, live_server, where):
     page = narrow
-    a, b = refund_too_old_starter(), refund_too_old_structured()
+    experiment = ExperimentFactory(finished_runs=2, total_runs=2)
+    a, b = refund_too_old_starter(experiment=experiment), refund_too_old_structured(experiment=experiment)
     guard_stop()
     url = {
+        "experiment": f"/experiments/{experiment.pk}/",
         "run": f"/runs/{a.pk}/",
         "compare": f"/compare/?a={a.pk}&b={b.pk}",
         "picker": "/compare/",
