@@ -6,6 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, run_with_steps, steps_grow
+from tracer import tokens
 from tracer.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -115,3 +116,44 @@ def test_the_experiment_page_costs_the_same_for_5_and_50_runs(admin_client):
     for i in range(45):
         RunFactory(experiment=exp, policy_name=("starter", "structured")[i % 2])
     assert queries(admin_client, url) == five
+
+
+def test_the_picture_of_a_run_costs_the_same_for_5_and_500_steps(admin_client):
+    run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
+    url = reverse("tracer:run", args=[run.pk])
+    fragment = {**HTMX, "HX-Target": "run-waterfall"}
+    five = queries(admin_client, url, headers=fragment)
+    steps_grow(run, 500)
+    assert queries(admin_client, url, headers=fragment) == five
+
+
+def test_the_experiment_progress_poll_costs_the_same_for_5_and_50_runs(admin_client):
+    exp = ExperimentFactory(total_runs=50, finished_runs=0)
+    for _ in range(5):
+        RunFactory(experiment=exp, status=Run.Status.RUNNING, stop_reason="", verdict="")
+    url = reverse("tracer:experiment", args=[exp.pk])
+    fragment = {**HTMX, "HX-Target": "experiment-progress"}
+    five = queries(admin_client, url, headers=fragment)
+    for i in range(45):
+        RunFactory(experiment=exp, policy_name=("starter", "structured")[i % 2])
+    assert queries(admin_client, url, headers=fragment) == five
+
+
+def test_the_launch_page_costs_the_same_for_1_and_12_experiments_of_many_runs(admin_client):
+    url = reverse("tracer:launch")
+    RunFactory(experiment=ExperimentFactory())
+    one = queries(admin_client, url)
+    for _ in range(11):
+        exp = ExperimentFactory()
+        for _ in range(4):
+            RunFactory(experiment=exp)
+    assert queries(admin_client, url) == one
+
+
+def test_the_tokens_page_costs_the_same_for_1_and_10_tokens(admin_client, admin_user):
+    url = reverse("tracer:tokens")
+    tokens.token_create(user=admin_user, name="first")
+    one = queries(admin_client, url)
+    for i in range(9):
+        tokens.token_create(user=admin_user, name=f"agent {i}")
+    assert queries(admin_client, url) == one
