@@ -180,3 +180,21 @@ def test_back_to_a_live_run_page_whose_steps_polled(signed_in: Page, live_server
     page.go_back()
     expect_whole_page(page, re.compile(rf"Run #{run.pk}"))
     expect(page.locator("#step-poll")).to_be_attached()
+
+
+def test_back_to_the_import_page_after_an_upload_swapped_its_report(signed_in: Page, live_server, tmp_path):
+    page = signed_in
+    upload = tmp_path / "bad.jsonl"
+    upload.write_text('{"format": "rlt.run/1", "steps": [{"kind": "tool_call"}]}\n')
+    page.goto(f"{live_server.url}/import/")
+    page.get_by_label("Files").set_input_files(str(upload))
+    page.get_by_role("button", name="Import").click()  # htmx posts to /import/ and swaps the report in
+    expect(page.locator("#import-report .file-report")).to_contain_text("steps[0].kind")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Runs")
+
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"/import/$"))
+    expect_whole_page(page, re.compile("Import"))
+    expect(page.get_by_label("Files")).to_be_visible()
+    expect(page.get_by_role("button", name="Import")).to_be_visible()
