@@ -500,6 +500,7 @@ def imported_run_reset(*, run: Run) -> None:
             error_count=0,
             retry_count=0,
             wasted_retry_count=0,
+            model_retry_count=0,
             input_tokens=0,
             output_tokens=0,
             search_text="",
@@ -509,6 +510,8 @@ def imported_run_reset(*, run: Run) -> None:
             verdict_reason="",
             error="",
             guard="",
+            api_stop_reason="",
+            failed_model_call=[],
             transcript=[],
             finished_at=None,
         )

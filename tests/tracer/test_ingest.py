@@ -245,6 +245,19 @@ def test_a_changed_document_under_the_same_external_id_replaces_the_run_in_place
     assert (run.step_count, run.error_count, Step.objects.count()) == (2, 1, 2)
 
 
+def test_a_replaced_run_counts_its_model_retries_once_not_once_per_version():
+    attempts = [{"number": 1, "status": 529, "error": "overloaded (529)"}, {"number": 2, "status": 200, "wait_s": 0.5}]
+    first = document(external_id="trace-2")
+    first["steps"][0]["model_attempts"] = attempts
+    imported(first)
+    assert Run.objects.get().model_retry_count == 1
+    changed = copy.deepcopy(first)
+    changed["steps"][1]["text"] = "Refunds close after 30 days."
+    outcome = ingest.run_import_outcome(document=ingest.document_parse(data=changed))
+    assert outcome.action == "replaced"
+    assert Run.objects.get().model_retry_count == 1
+
+
 def test_external_ids_are_per_owner_and_per_source(django_user_model):
     ada, bob = (django_user_model.objects.create_user(n) for n in ("ada", "bob"))
     for user in (ada, bob, None):
