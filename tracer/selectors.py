@@ -1136,9 +1136,10 @@ COMPARE_CHOICES = 200  # the picker offers this many of the newest runs; the run
 
 def compare_choices(*, include: Iterable[Run] = ()) -> list[tuple[str, list[Run]]]:
     """The newest runs, and ``include`` (the pair on show), grouped by scenario: (scenario, runs)
-    sorted by scenario, newest run first in each. One query."""
+    sorted by scenario, newest run first in each, with a reviewer's override of its verdict. One query."""
     fields = ("scenario", "policy_name", "status", "verdict", "model_backend", "model_name", "source", "label")
-    runs = {r.pk: r for r in Run.objects.only(*fields).order_by("-pk")[:COMPARE_CHOICES]}
+    newest = Run.objects.select_related("review").only(*fields, "review__verdict_override").order_by("-pk")
+    runs = {r.pk: r for r in newest[:COMPARE_CHOICES]}
     runs.update((r.pk, r) for r in include if r.pk not in runs)
     groups: dict[str, list[Run]] = defaultdict(list)
     for run in sorted(runs.values(), key=lambda r: -r.pk):

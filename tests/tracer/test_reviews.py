@@ -233,6 +233,23 @@ def test_compare_shows_a_reviewers_override_beside_the_judges_verdict(admin_clie
     assert "pass" in right.text and "reviewer" not in right.text
 
 
+def test_the_compare_picker_names_a_reviewers_override_at_the_cost_of_none(admin_client):
+    url = reverse("tracer:compare")
+    overridden = refund_too_old_starter()
+    reviews.run_review_save(run=overridden, verdict_override="pass", override_reason="the judge was wrong")
+    plain = refund_too_old_starter()
+
+    options = get(admin_client, url).one("select[name=a]")
+    assert options.one(f"option[value='{overridden.pk}']").text.startswith(
+        f"#{overridden.pk} · starter · finished · fail (reviewer: pass) · simulated"
+    )
+    assert "reviewer" not in options.one(f"option[value='{plain.pk}']").text
+    one = queries(admin_client, url)
+    for _ in range(9):
+        reviews.run_review_save(run=refund_too_old_starter(), verdict_override="pass", override_reason="r")
+    assert queries(admin_client, url) == one
+
+
 def test_the_experiment_page_shows_a_reviewers_override_in_its_runs_table(admin_client):
     exp = ExperimentFactory()
     overridden = refund_too_old_starter(experiment=exp)
