@@ -152,6 +152,8 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         "sub_agents": selectors.run_sub_agents(run=run),
         "oob": True,
     }
+    if not run.is_active:  # the run's end swaps in its review form, which "Reviewed once it has ended" held
+        context |= _review_context() | {"review_next": reverse("tracer:run", args=[run.pk])}
     if request.htmx:
         response = render(request, "tracer/run_detail.html#step-poll", context)
         if window.last_index:  # the picture of the run redraws itself on this (run_detail's run-waterfall)

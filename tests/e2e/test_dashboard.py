@@ -62,6 +62,9 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     expect(page.locator(".banner")).to_contain_text("Stopped:")
     expect(page.locator("#step-poll")).to_have_count(0)  # polling stopped by itself
     assert page.evaluate("window.notReloaded") is True
+    review = page.locator("section.review")  # the end brought the review form with it
+    expect(review.get_by_label("Verdict")).to_contain_text("judge's verdict stands (fail)")
+    expect(review).not_to_contain_text("Reviewed once it has ended")
     page.locator("#run-transcript summary").click()  # the raw Messages API exchange, arrived with the end
     expect(page.locator("#run-transcript pre")).to_contain_text('"role": "assistant"')
     page.locator("#run-transcript summary").click()

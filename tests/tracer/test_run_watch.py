@@ -195,6 +195,24 @@ def test_the_waterfall_redraws_itself_while_the_run_runs_and_stops_when_it_ended
     assert "HX-Target" in response["Vary"]
 
 
+def test_the_review_form_arrives_with_the_runs_end_in_place_of_reviewed_once_it_has_ended(admin_client):
+    run = RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="", step_count=1)
+    steps_add(run, [flaky(1)])
+    panel = page(admin_client.get(reverse("tracer:run", args=[run.pk]))).one(f"#run-review-{run.pk}")
+    assert "Reviewed once it has ended." in panel.text and not panel.select("form")
+    poll_url = reverse("tracer:run-steps", args=[run.pk]) + "?after=1"
+    assert not page(admin_client.get(poll_url, headers=HTMX)).select(f"#run-review-{run.pk}")
+
+    steps_add(run, [final_step(2)])
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED, step_count=2, verdict=Run.Verdict.FAIL)
+    panel = page(admin_client.get(poll_url, headers=HTMX)).one(f"#run-review-{run.pk}")
+
+    assert panel["hx-swap-oob"] == "true"  # it replaces the page's panel
+    assert "Reviewed once it has ended." not in panel.text
+    assert panel.one("select[name=verdict_override]").texts("option")[0] == "judge's verdict stands (fail)"
+    assert panel.one("input[name=next]")["value"] == reverse("tracer:run", args=[run.pk])
+
+
 def test_sub_agents_show_under_the_step_that_started_them_with_their_tokens(admin_client):
     run = RunFactory(scenario="coordinator-partial", policy_name="structured")
     run.status, run.stop_reason, run.verdict = Run.Status.QUEUED, "", ""
