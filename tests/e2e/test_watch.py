@@ -100,6 +100,14 @@ def test_launch_with_a_pace_and_watch_the_steps_arrive_one_by_one(watched, worke
     expect(page.locator("#run-transcript")).to_have_attribute("open", "")
     expect(page.locator("#run-transcript pre")).to_be_visible()
     expect(page.locator("#run-transcript pre")).to_contain_text('"role": "assistant"')
+    # ... and the review form came with the end: a review is saved without a reload.
+    review = page.locator("section.review")
+    review.get_by_label("model stuck").check()
+    review.get_by_label("Note").fill("watched it loop on the same date")
+    review.get_by_role("button", name="Save review").click()
+    expect(review.locator(".success")).to_contain_text("saved")
+    expect(review.locator("div.reviewed")).to_contain_text("watched it loop on the same date")
+    assert page.evaluate("window.notReloaded") is True
 
     # The picture: identical failing calls folded, each row's duration as the steps recorded it.
     run = Run.objects.get(scenario="stuck-model")
