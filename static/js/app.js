@@ -189,7 +189,8 @@ window.addEventListener("keydown", stopFollowingOnScrollUp);
 document.addEventListener("htmx:afterSettle", () => {
   showFollow();
   const newest = newestStep()?.id;
-  if (newest !== stepsSeen && followingSteps) newestStep()?.scrollIntoView({ block: "end" });
+  const live = document.querySelector("[data-follow]"); // a finished run's page follows nothing
+  if (newest !== stepsSeen && followingSteps && live) newestStep()?.scrollIntoView({ block: "end" });
   stepsSeen = newest;
 });
 
