@@ -764,6 +764,8 @@ def run_differences(left: Any, right: Any) -> list[Difference]:
 
     def value(run: Any, attr: str) -> Any:
         found = getattr(run, attr)
+        if attr == "verdict" and (override := getattr(getattr(run, "review", None), "verdict_override", "")):
+            return f"{found or 'unknown'} (reviewer: {override})"  # the judge's, and the override beside it
         return in_words(found) if attr == "stop_reason" and found else found  # as every page words it
 
     return [Difference(label, value(left, attr), value(right, attr)) for label, attr in SUMMARY_FIELDS]

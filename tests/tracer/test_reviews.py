@@ -231,6 +231,8 @@ def test_compare_shows_a_reviewers_override_beside_the_judges_verdict(admin_clie
     left, right = doc.select(".compare-heads .run-card")
     assert "judge: fail · reviewer: pass" in left.text and "reviewed" in left.text
     assert "pass" in right.text and "reviewer" not in right.text
+    [verdicts] = [row for row in doc.select("table.diffs tbody tr") if row.one("th").text.startswith("Verdict")]
+    assert verdicts.texts("td") == ["fail (reviewer: pass)", "pass"]
 
 
 def test_the_compare_picker_names_a_reviewers_override_at_the_cost_of_none(admin_client):
