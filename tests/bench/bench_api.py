@@ -36,7 +36,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(BASE_DIR))
 
 from tests.bench.bench_import import RUNS, SEED, as_document, workload  # noqa: E402
-from tests.bench.serving import gunicorn_serving, pg_answers, pg_recreate  # noqa: E402
+from tests.bench.serving import backend_env, gunicorn_serving, pg_answers  # noqa: E402
 
 PG_URL = os.environ.get("RLT_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/rlt_api")
 
@@ -122,13 +122,7 @@ def one_round(backend: str, batch_size: int) -> dict:
 
 def child(backend: str, batch_size: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlt-bench-api-") as tmp:
-        env = dict(os.environ, RLT_VAR_DIR=tmp, DJANGO_SETTINGS_MODULE="config.settings")
-        env.pop("RLT_TEST_DB_FILE", None)
-        if backend == "postgres":
-            pg_recreate(PG_URL)
-            env["DATABASE_URL"] = PG_URL
-        else:
-            env.pop("DATABASE_URL", None)
+        env = backend_env(tmp, backend, PG_URL)
         out = subprocess.run(
             [sys.executable, __file__, "--child", backend, "--batch", str(batch_size)],
             env=env,

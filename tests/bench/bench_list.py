@@ -22,66 +22,23 @@ requests at the largest size.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
-import re
-import secrets
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
-from tests.bench.serving import pg_answers, pg_drop, pg_recreate  # noqa: E402
+from tests.bench import sizes  # noqa: E402
 
 PG_URL = os.environ.get("RLT_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/rlt_bench_list")
-DOCS = BASE_DIR / "docs" / "performance.md"
-SECTION = "## Runs list and search"
 SEED = 20240601
 TARGET_LIST_MS = 8.0
 TARGET_SEARCH_MS = 20.0
-
-
-def runs_build(*, gen, rng: random.Random, start: int, stop: int, total: int, batch: int = 2000) -> None:
-    """Runs ``start``…``stop - 1`` of ``total``, dated over the last 90 days in order, in batches of
-    ``batch`` (one transaction each). Their steps are not written: the list never reads them."""
-    from django.db import transaction
-    from django.utils import timezone
-
-    from agents.scenarios import scenario_names
-    from tracer.models import Run
-
-    scenarios, presets = list(scenario_names()), gen.presets
-    now, span = timezone.now(), timedelta(days=90)
-    Run._meta.get_field("created_at").auto_now_add = False
-    try:
-        for first in range(start, stop, batch):
-            runs = []
-            for k in range(first, min(first + batch, stop)):
-                if rng.random() < 0.02:
-                    scenario, policy = "", ""  # arrived from outside
-                else:
-                    scenario, policy = rng.choice(scenarios), rng.choice(presets)
-                active = k >= stop - 5 and k % 2 == 0  # a few running runs among the newest
-                created = now - span + span * (k / total)
-                run, _rows = gen.run_with_steps(
-                    number=k + 1, scenario=scenario, policy=policy, created=created, active=active
-                )
-                runs.append(run)
-            with transaction.atomic():
-                # the runs that were running at the last size have finished since
-                Run.objects.filter(status=Run.Status.RUNNING).update(status=Run.Status.FINISHED)
-                Run.objects.bulk_create(runs, batch_size=500)
-    finally:
-        Run._meta.get_field("created_at").auto_now_add = True
 
 
 def cases(*, size: int) -> list[tuple[str, str, dict]]:
@@ -158,86 +115,21 @@ def time_case(client, url: str, headers: dict, *, requests: int, warmup: int) ->
 
 def one_backend(args) -> dict:
     """In a child process whose environment names the database: build, time, return the figures."""
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-    from django.db import connection
-    from django.test import Client
-
-    from tests.bench.bench_pages import Generator
-
-    class RunsOnly(Generator):
-        """bench_pages' runs, counters and search text, without making their step rows."""
-
-        @staticmethod
-        def row(step, *, created, tool_use_id=""):
-            return None
-
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("collectstatic", verbosity=0, interactive=False)  # DEBUG off serves hashed names
-    user = get_user_model().objects.create_user("bench", password=None)
-    client = Client()
-    client.force_login(user)
+    client = sizes.logged_in_client()
     rng = random.Random(SEED)
-    gen = RunsOnly(rng=rng, steps_per_run=args.steps_per_run)
-    total = max(args.sizes)
-    built = 0
-    out = {"database": connection.vendor, "sizes": {}}
-    for size in args.sizes:
-        t0 = time.perf_counter()
-        runs_build(gen=gen, rng=rng, start=built, stop=size, total=total)
-        built = size
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE")  # what autovacuum does soon after a bulk insert
-        print(f"  {connection.vendor}: {size:,} runs ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        results = {}
-        for label, url, headers in cases(size=size):
-            results[label] = time_case(client, url, headers, requests=args.requests, warmup=args.warmup)
-        out["sizes"][size] = results
-        if args.profile and size == total:
-            profile(client, args.profile, args.requests)
-    return out
-
-
-def profile(client, label: str, requests: int) -> None:
-    from pyinstrument import Profiler
-
-    [(url, headers)] = [(u, h) for name, u, h in cases(size=1) if name == label] or [(None, None)]
-    if url is None:
-        raise SystemExit(f"--profile: no case named {label!r}")
-    profiler = Profiler(interval=0.0002)
-    with profiler:
-        for _ in range(requests):
-            client.get(url, headers=headers)
-    print(profiler.output_text(unicode=True, color=False, show_all=False), file=sys.stderr)
-
-
-def child(backend: str, args) -> dict:
-    with tempfile.TemporaryDirectory(prefix="rlt-bench-list-") as tmp:
-        env = dict(os.environ, RLT_VAR_DIR=tmp, DJANGO_SETTINGS_MODULE="config.settings", DJANGO_DEBUG="0")
-        env.update(DJANGO_SECRET_KEY=secrets.token_urlsafe(50), DJANGO_ALLOWED_HOSTS="testserver")
-        env.pop("RLT_TEST_DB_FILE", None)
-        if backend == "postgres":
-            pg_recreate(PG_URL)
-            env["DATABASE_URL"] = PG_URL
-        else:
-            env.pop("DATABASE_URL", None)
-        argv = [sys.executable, __file__, "--child", backend, "--sizes", ",".join(map(str, args.sizes))]
-        argv += ["--requests", str(args.requests), "--warmup", str(args.warmup)]
-        argv += ["--steps-per-run", str(args.steps_per_run)]
-        if args.profile:
-            argv += ["--profile", args.profile]
-        try:
-            out = subprocess.run(argv, env=env, cwd=BASE_DIR, stdout=subprocess.PIPE, text=True)
-        finally:
-            if backend == "postgres":
-                pg_drop(PG_URL)
-        if out.returncode != 0:
-            raise SystemExit(f"{backend} failed:\n{out.stdout[-3000:]}")
-        return json.loads(out.stdout.strip().splitlines()[-1])
+    gen = sizes.runs_only(rng=rng, steps_per_run=args.steps_per_run)
+    return sizes.grow(
+        args.sizes,
+        gen=gen,
+        rng=rng,
+        running=True,
+        measure=lambda size: {
+            label: time_case(client, url, headers, requests=args.requests, warmup=args.warmup)
+            for label, url, headers in cases(size=size)
+        },
+        at_largest=args.profile
+        and (lambda: sizes.profile(client, cases(size=max(args.sizes)), args.profile, args.requests, interval=0.0002)),
+    )
 
 
 def size_name(runs: int) -> str:
@@ -272,63 +164,24 @@ def table(results: dict[str, dict]) -> list[str]:
     return lines
 
 
-def write_docs(lines: list[str], command: str) -> None:
-    """Replace docs/performance.md's "Runs list and search" table (and its command) with this run's."""
-    text = DOCS.read_text() if DOCS.exists() else "# Performance\n"
-    start = text.find("<!-- bench_list:start -->")
-    end = text.find("<!-- bench_list:end -->")
-    block = "\n".join(
-        [
-            "<!-- bench_list:start -->",
-            f"Measured {time.strftime('%Y-%m-%d')} with `{command}`, load average "
-            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores:",
-            "",
-            *lines,
-            "<!-- bench_list:end -->",
-        ]
-    )
-    if start == -1 or end == -1:
-        raise SystemExit(f"{DOCS}: no <!-- bench_list:start --> … <!-- bench_list:end --> block to replace")
-    DOCS.write_text(text[:start] + block + text[end + len("<!-- bench_list:end -->") :])
+def footer(results: dict[str, dict], args) -> list[str]:
+    return [
+        f"\ntargets: list cases ≤ {TARGET_LIST_MS:.0f} ms, search cases ≤ {TARGET_SEARCH_MS:.0f} ms p50 at "
+        f"{max(args.sizes):,} runs; growth = p50 at the largest size / p50 at the smallest"
+    ]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
-    parser.add_argument("--sizes", default="1000,10000,100000", help="run counts, comma-separated")
-    parser.add_argument("--requests", type=int, default=30, help="timed requests per case (default 30)")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps-per-run", type=int, default=12, help="mean steps per run (default 12)")
-    parser.add_argument("--profile", help="print a pyinstrument profile of this case at the largest size")
-    parser.add_argument("--write-docs", action="store_true", help="put the table into docs/performance.md")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    try:
-        args.sizes = sorted({int(s) for s in args.sizes.split(",")})
-    except ValueError:
-        parser.error("--sizes: expected whole numbers separated by commas, e.g. 1000,10000")
-    if min(args.sizes) < 100 or args.requests < 1 or args.warmup < 0 or args.steps_per_run < 1:
-        parser.error("--sizes of 100 or more, --requests and --steps-per-run of 1 or more, --warmup of 0 or more")
-    if args.child:
-        print(json.dumps(one_backend(args)))
-        return 0
-    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    if "postgres" in backends and not pg_answers(PG_URL):
-        print(f"PostgreSQL at {PG_URL.rpartition('@')[2]} does not answer: skipped")
-        backends.remove("postgres")
-    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    results = {b: child(b, args) for b in backends}
-    lines = table(results)
-    print("\n".join(lines))
-    print(
-        f"\ntargets: list cases ≤ {TARGET_LIST_MS:.0f} ms, search cases ≤ {TARGET_SEARCH_MS:.0f} ms p50 at "
-        f"{max(args.sizes):,} runs; growth = p50 at the largest size / p50 at the smallest"
+    return sizes.main(
+        __doc__,
+        script=__file__,
+        pg_url=PG_URL,
+        requests=30,
+        steps_help="mean steps per run (default 12)",
+        one_backend=one_backend,
+        table=table,
+        footer=footer,
     )
-    if args.write_docs:
-        command = "tests/bench/bench_list.py " + " ".join(a for a in sys.argv[1:] if not re.match(r"--write-docs", a))
-        write_docs(lines, command.strip())
-        print(f"wrote the table into {DOCS.relative_to(BASE_DIR)}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
-from tests.bench.serving import gunicorn_serving, pg_answers, pg_recreate  # noqa: E402
+from tests.bench.serving import backend_env, gunicorn_serving, pg_answers  # noqa: E402
 
 BENCH_DIR = BASE_DIR.parent / "shared" / "bench"
 PG_URL = os.environ.get("RLT_BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/rlt_otlp")
@@ -165,13 +165,7 @@ def one_round(backend: str) -> dict:
 
 def child(backend: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlt-bench-otlp-") as tmp:
-        env = dict(os.environ, RLT_VAR_DIR=tmp, DJANGO_SETTINGS_MODULE="config.settings")
-        env.pop("RLT_TEST_DB_FILE", None)
-        if backend == "postgres":
-            pg_recreate(PG_URL)
-            env["DATABASE_URL"] = PG_URL
-        else:
-            env.pop("DATABASE_URL", None)
+        env = backend_env(tmp, backend, PG_URL)
         out = subprocess.run(
             [sys.executable, __file__, "--child", backend], env=env, cwd=BASE_DIR, capture_output=True, text=True
         )

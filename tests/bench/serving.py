@@ -1,5 +1,5 @@
-"""What the benchmarks that go over HTTP share: a free loopback port, a fresh PostgreSQL database,
-and the app served by gunicorn as `./rlt up` serves it (DEBUG off)."""
+"""What the benchmarks share: a free loopback port, a fresh PostgreSQL database, a child process's
+environment for one database, and the app served by gunicorn as `./rlt up` serves it (DEBUG off)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,22 @@ def pg_recreate(url: str) -> None:
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def backend_env(tmp: str, backend: str, pg_url: str, *, served: bool = False) -> dict[str, str]:
+    """The environment of a benchmark's child process for ``backend``: its files under ``tmp``, and
+    for "postgres" the database ``pg_url`` names, dropped and created afresh (else SQLite). With
+    ``served``, DEBUG off as the app is served (a secret key, the test client's host)."""
+    env = dict(os.environ, RLT_VAR_DIR=tmp, DJANGO_SETTINGS_MODULE="config.settings")
+    if served:
+        env.update(DJANGO_DEBUG="0", DJANGO_SECRET_KEY=secrets.token_urlsafe(50), DJANGO_ALLOWED_HOSTS="testserver")
+    env.pop("RLT_TEST_DB_FILE", None)
+    if backend == "postgres":
+        pg_recreate(pg_url)
+        env["DATABASE_URL"] = pg_url
+    else:
+        env.pop("DATABASE_URL", None)
+    return env
 
 
 def pg_answers(url: str) -> bool:
