@@ -21,12 +21,8 @@ by ``--database-url`` is created afresh and dropped at the end (the same refusal
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import secrets
-import shutil
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -34,7 +30,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(BASE_DIR))
 
-from tests.bench.bench_pages import PASS_RATE, drop_database, percentile, prepare_database  # noqa: E402
+from tests.bench.bench_pages import PASS_RATE, percentile, served_in_process  # noqa: E402
 
 BACKENDS = ("simulated", "simulated", "simulated", "claude")  # three in four runs simulated
 
@@ -215,21 +211,7 @@ def main() -> int:
     for name in ("runs", "experiments", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}: expected a whole number of 1 or more")
-    tmp = tempfile.mkdtemp(prefix="rlt-bench-matrix-")
-    where, pg_name = prepare_database(args.database_url, tmp)
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
-    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    try:
-        return bench(args, where)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if pg_name:
-            drop_database(args.database_url, pg_name)
-        shutil.rmtree(tmp, ignore_errors=True)
+    return served_in_process(args.database_url, "rlt-bench-matrix-", lambda where: bench(args, where))
 
 
 if __name__ == "__main__":

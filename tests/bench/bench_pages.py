@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -163,6 +164,30 @@ def drop_database(url: str, name: str) -> None:
 
     with maintenance_connection(dj_database_url.parse(url)) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def served_in_process(url: str | None, prefix: str, bench: Callable[[str], int], *, keep: bool = False) -> int:
+    """``bench(description of the database)`` in this process on a fresh database (``url``, else SQLite
+    in a new folder named ``prefix``…), the app set up as served; then the database dropped and the
+    folder removed, unless ``keep``."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    where, pg_name = prepare_database(url, tmp)
+    os.environ["DJANGO_DEBUG"] = "0"  # time the pages as served, not with DEBUG's query log
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # required with DEBUG off
+    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    try:
+        return bench(where)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if pg_name and not keep:
+            drop_database(url, pg_name)
+        if keep and not pg_name:
+            print(f"kept the SQLite database in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Generator:
@@ -556,24 +581,7 @@ def main() -> int:
     if args.warmup < 0:
         parser.error("--warmup: expected a whole number of 0 or more")
 
-    tmp = tempfile.mkdtemp(prefix="rlt-bench-pages-")
-    where, pg_name = prepare_database(args.database_url, tmp)
-    os.environ["DJANGO_DEBUG"] = "0"  # time the pages as served, not with DEBUG's query log
-    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # required with DEBUG off
-    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    try:
-        return bench(args, where)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if pg_name and not args.keep:
-            drop_database(args.database_url, pg_name)
-        if args.keep and not pg_name:
-            print(f"kept the SQLite database in {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    return served_in_process(args.database_url, "rlt-bench-pages-", lambda where: bench(args, where), keep=args.keep)
 
 
 def bench(args, where: str) -> int:

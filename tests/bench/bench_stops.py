@@ -14,20 +14,16 @@ same run (the baseline), and the time of the identical count alone.
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import secrets
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(BASE_DIR))
 
-from tests.bench.bench_pages import drop_database, prepare_database, time_page  # noqa: E402
+from tests.bench.bench_pages import served_in_process, time_page  # noqa: E402
 
 SCENARIOS = ("lookup-stuck", "refund-too-old", "booking-approval")
 POLICIES = ("starter", "structured")
@@ -85,21 +81,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=20, help="timed requests per page (default 20)")
     parser.add_argument("--database-url", help="postgres://user@host:port/name: a scratch PostgreSQL database")
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="rlt-bench-stops-")
-    where, pg_name = prepare_database(args.database_url, tmp)
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
-    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    try:
-        return bench(args, where)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if pg_name:
-            drop_database(args.database_url, pg_name)
-        shutil.rmtree(tmp, ignore_errors=True)
+    return served_in_process(args.database_url, "rlt-bench-stops-", lambda where: bench(args, where))
 
 
 def bench(args, where: str) -> int:
