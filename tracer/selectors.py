@@ -17,7 +17,6 @@ from django.db.models import (
     F,
     FloatField,
     Func,
-    Max,
     Q,
     QuerySet,
     Sum,
@@ -456,6 +455,35 @@ def _experiment_repeats(rows: list[dict]) -> dict[int, tuple]:
     return place
 
 
+def _newest_per_policy(*, scenarios: list[str], finished: bool) -> dict[tuple[str, str], int]:
+    """The newest top-level run of each (scenario, policy) of ``scenarios``, by ``created_at`` then id.
+
+    One query whose cost grows with the number of policies, not of runs: a recursive walk hops from
+    each policy name to the next in the (scenario, policy_name, parent, -created_at, -id) index (a
+    skip scan neither database does by itself), then takes each policy's newest run from the same
+    index. A grouped MAX(id) read every run of the scenario instead: 10 ms at 100,000 runs.
+    """
+    status = "AND r.status = %s " if finished else ""
+    seeds = " UNION ALL ".join("SELECT %s AS scenario" for _ in scenarios)
+    table = Run._meta.db_table
+    sql = (
+        f"WITH RECURSIVE policies(scenario, name) AS ("
+        f" SELECT s.scenario, (SELECT r.policy_name FROM {table} r WHERE r.scenario = s.scenario"
+        f" AND r.parent_id IS NULL ORDER BY r.policy_name LIMIT 1) FROM ({seeds}) s"
+        f" UNION ALL"
+        f" SELECT p.scenario, (SELECT r.policy_name FROM {table} r WHERE r.scenario = p.scenario"
+        f" AND r.parent_id IS NULL AND r.policy_name > p.name ORDER BY r.policy_name LIMIT 1)"
+        f" FROM policies p WHERE p.name IS NOT NULL"
+        f") SELECT p.scenario, p.name, (SELECT r.id FROM {table} r WHERE r.scenario = p.scenario"
+        f" AND r.policy_name = p.name AND r.parent_id IS NULL {status}"
+        f"ORDER BY r.created_at DESC, r.id DESC LIMIT 1) FROM policies p WHERE p.name IS NOT NULL"
+    )
+    params = [*scenarios, *([Run.Status.FINISHED] if finished else [])]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {(scenario, policy): pk for scenario, policy, pk in cursor.fetchall() if pk is not None}
+
+
 def run_policy_peers(*, runs: list[Run], finished: bool = False) -> dict[int, list[Run]]:
     """For each run, one run of its scenario under each other policy, ordered by policy name, each with
     a ``pairing`` (``PAIRINGS``): from the run's own experiment and repeat when there is one (the newest
@@ -485,13 +513,7 @@ def run_policy_peers(*, runs: list[Run], finished: bool = False) -> dict[int, li
     for (experiment, scenario, policy, _), pk in newest_in_place.items():
         key = (experiment, scenario, policy)
         newest_in_experiment[key] = max(pk, newest_in_experiment.get(key, 0))
-    anywhere = top.filter(status=Run.Status.FINISHED) if finished else top
-    newest: dict[tuple, int] = {
-        (scenario, policy): pk
-        for scenario, policy, pk in anywhere.values("scenario", "policy_name")
-        .annotate(latest=Max("id"))
-        .values_list("scenario", "policy_name", "latest")
-    }
+    newest = _newest_per_policy(scenarios=sorted(scenarios), finished=finished)
     chosen: dict[int, list[tuple[str, int, str]]] = {}
     for run in runs:
         mine = place.get(run.pk) or (run.experiment_id, run.scenario, run.policy_name, 0)

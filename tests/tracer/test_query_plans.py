@@ -60,10 +60,15 @@ def test_the_policy_matrix_reads_only_a_covering_index_in_group_order():
     assert "TEMP B-TREE" not in found
 
 
-def test_the_stop_queue_finds_other_policies_runs_in_a_covering_index():
+def test_other_policies_newest_runs_are_found_by_hopping_through_an_index_not_reading_every_run():
+    """The run page's and stop queue's "other policy" runs: each policy name, then its newest run,
+    looked up in the scenario-and-policy index (at 100,000 runs 0.07 ms, where a grouped MAX over the
+    scenario's runs took 1.2 ms on SQLite and 4.4 ms on PostgreSQL, and grew with the runs)."""
     run = guard_stop()
-    found = captured_plan(lambda: selectors.stop_cases(runs=[run]), 'MAX("tracer_run"."id")')
-    assert "COVERING INDEX run_matrix_cover_idx" in found
+    found = captured_plan(lambda: selectors.stop_cases(runs=[run]), "WITH RECURSIVE")
+    searches = [part for part in found.split(" | ") if part.startswith("SEARCH r ")]
+    assert len(searches) == 3 and all("run_scen_pol_created_idx" in part for part in searches), found
+    assert "SCAN r" not in found and "TEMP B-TREE" not in found
 
 
 # --- the runs list's search, sorts, count and filter choices (issue 13) --------------------------
