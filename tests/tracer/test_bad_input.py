@@ -30,9 +30,7 @@ HTMX = {"HX-Request": "true"}
 )
 def test_a_review_without_javascript_goes_back_only_to_a_path_on_this_site(admin_client, next_url):
     run = guard_stop()
-    response = admin_client.post(
-        reverse("tracer:run-review", args=[run.pk]), {"verdict": "expected", "next": next_url}
-    )
+    response = admin_client.post(reverse("tracer:run-review", args=[run.pk]), {"verdict": "expected", "next": next_url})
     assert response.status_code == 302 and response["Location"] == reverse("tracer:run", args=[run.pk])
 
 

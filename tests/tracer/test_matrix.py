@@ -225,10 +225,8 @@ def test_a_bad_backend_or_an_unknown_experiment_is_named_and_all_runs_are_shown(
     refund_too_old_starter()
     doc = get(admin_client, reverse("tracer:policies"), {"model_backend": "gpt<b>", "experiment": "987654"})
     errors = doc.texts("p.error")
-    assert (
-        "Model backend: gpt<b> is not a model backend: one of simulated, claude, replay, imported (showing every backend)"
-        in errors
-    )
+    backends = "one of simulated, claude, replay, imported"
+    assert f"Model backend: gpt<b> is not a model backend: {backends} (showing every backend)" in errors
     assert "Experiment: there is no experiment 987654 (showing all runs)." in errors
     assert not doc.select("#policy-summary table.totals tbody b")  # escaped, never markup
     assert doc.texts("#policy-summary table.totals tbody th") == ["starter simulated"]

@@ -316,7 +316,10 @@ def test_compare_warns_when_the_scenarios_differ(admin_client):
     a = refund_too_old_starter()
     b = RunFactory(scenario="lookup-empty")
     doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
-    assert "These runs are of different scenarios (refund-too-old and lookup-empty)" in doc.one(".warning[role=alert]").text
+    assert (
+        "These runs are of different scenarios (refund-too-old and lookup-empty)"
+        in doc.one(".warning[role=alert]").text
+    )
 
 
 def test_compare_without_runs_offers_a_picker_of_recent_runs_by_scenario_and_no_error(admin_client):
