@@ -12,12 +12,15 @@ The run document, format ``rlt.run/1`` (``docs/formats.md``), is what ``run_expo
     {"format": "rlt.run/1",
      "run": {"external_id", "scenario", "policy", "policy_settings", "source", "model", "task",
              "status", "stop_reason", "final_answer", "verdict", "verdict_reason", "error", "guard",
+             "api_stop_reason", "failed_model_call": [{model attempt}], "model_retry_count",
              "started_at", "finished_at", "labels", "transcript"},     # every key optional
      "steps": [{"index", "kind", "tool_name", "tool_use_id", "input",
                 "attempts": [{"number", "ok", "content", "category", "retryable", "message",
                               "backoff_s", "latency_ms", "empty", "result_content"}],
                 "result_content", "is_error", "category", "retryable", "retry_count", "latency_ms",
-                "input_tokens", "output_tokens", "text"}]}
+                "input_tokens", "output_tokens", "text", "api_stop_reason",
+                "model_attempts": [{"number", "status", "request_id", "error", "error_type",
+                                    "retry_after_s", "wait_s", "latency_ms", "continuation"}]}]}
 
 A JSON Lines batch is one document (or transcript) per line. The pydantic models below are the
 schema (``RunDocument``, ``RunMeta``, ``StepIn``, ``AttemptIn``, ``RunEndIn``); unknown keys are
@@ -362,6 +365,11 @@ class RunMeta(_Schema):
     error: Text = ""
     guard: Annotated[Text, Field(max_length=200)] = ""
     api_stop_reason: Annotated[Text, Field(max_length=40)] = ""  # the Messages API's, of the last response
+    # The attempts of the model call that failed for good and ended the run (it crashed), when one did.
+    failed_model_call: list[ModelAttemptIn] = Field(default_factory=list)
+    # The run's model retries, a coordinator's sub-agents' included (not in its document); left out:
+    # counted from the steps' model_attempts and failed_model_call.
+    model_retry_count: Count | None = None
     started_at: Moment | None = None
     finished_at: Moment | None = None
     labels: dict[Annotated[str, Field(max_length=100)], Scalar] = Field(default_factory=dict)
@@ -474,6 +482,8 @@ def _document_check(document: RunDocument) -> None:
         errors.append({"path": "run.finished_at", "message": "is before run.started_at"})
     if meta.status == "running" and "finished_at" in meta.model_fields_set and meta.finished_at is not None:
         errors.append({"path": "run.finished_at", "message": "a running run has not finished; leave it out"})
+    if meta.status == "running" and meta.failed_model_call:
+        errors.append({"path": "run.failed_model_call", "message": "a running run has not ended; leave it out"})
     _storable(document.model_dump(mode="python", exclude_defaults=True), "", errors)
     if errors:
         raise IngestError(errors)
@@ -861,6 +871,7 @@ def _run_end(*, end: RunMeta | RunEndIn, events: Sequence[StepEvent] | None, las
         answers = [e.text or "" for e in events or [] if e.kind == StepKind.FINAL_ANSWER]
         final_answer = answers[-1] if answers else ""
     verdict = Verdict(passed=end.verdict == "pass", reason=end.verdict_reason) if end.verdict else None
+    failed_call = end.failed_model_call if isinstance(end, RunMeta) else []
     return RunEnd(
         stop_reason=stop_reason,
         final_answer=final_answer,
@@ -869,6 +880,7 @@ def _run_end(*, end: RunMeta | RunEndIn, events: Sequence[StepEvent] | None, las
         guard=end.guard,
         api_stop_reason=end.api_stop_reason or None,
         transcript=end.transcript if end.transcript not in (None, [], {}) else [],
+        model_attempts=[a.to_model_attempt() for a in failed_call],
     )
 
 
@@ -904,7 +916,14 @@ def document_record(
     end = None
     if meta.status == "finished":
         end = _run_end(end=meta, events=events, last_kind=events[-1].kind if events else None)
-    return recording.RunRecord(run=run, start=_start(meta), steps=events, end=end, finished_at=meta.finished_at)
+    return recording.RunRecord(
+        run=run,
+        start=_start(meta),
+        steps=events,
+        end=end,
+        finished_at=meta.finished_at,
+        model_retry_count=meta.model_retry_count,
+    )
 
 
 def _run_begin(*, run: Run, meta: RunMeta) -> None:
@@ -935,6 +954,10 @@ def _meta_matches(run: Run, meta: RunMeta) -> bool:
     stored = _run_meta_out(run)
     given = meta.model_dump(mode="json", exclude_unset=True)
     given.pop("status", None)
+    if given.get("model_retry_count", 0) is None:  # null: counted from the steps, as it was
+        given.pop("model_retry_count")
+    if "failed_model_call" in given:  # each attempt with every field, as it is stored
+        given["failed_model_call"] = [a.to_model_attempt().to_dict() for a in meta.failed_model_call]
     for name in ("started_at", "finished_at"):  # compared as moments, whatever the timezone written
         if name in given:
             given.pop(name)
@@ -995,6 +1018,8 @@ def _import_once(*, document: RunDocument, owner: Any, source: str, source_detai
             recording.run_finish(
                 run=run, end=_run_end(end=meta, events=events, last_kind=last_kind), finished_at=meta.finished_at
             )
+        if meta.model_retry_count is not None:  # the sender's count stands for the one made from its steps
+            Run.objects.filter(pk=run.pk).update(model_retry_count=meta.model_retry_count)
         run.refresh_from_db()  # as stored: the recorder's counters, its redaction
     return ImportOutcome(run=run, action=action)
 
@@ -1242,6 +1267,8 @@ def _run_meta_out(run: Run) -> dict[str, Any]:
         "error": run.error,
         "guard": run.guard,
         **({"api_stop_reason": run.api_stop_reason} if run.api_stop_reason else {}),
+        **({"failed_model_call": run.failed_model_call} if run.failed_model_call else {}),
+        "model_retry_count": run.model_retry_count,
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "labels": run.labels or {},

@@ -406,6 +406,12 @@ def _end_fields(*, end: RunEnd, finished_at: datetime | None) -> dict[str, Any]:
     }
 
 
+def _failed_call_retries(end: RunEnd) -> int:
+    """The model retries of the call that ended the run, counted with its steps' when the call was its
+    own (a sub-agent's were counted on the sub-agent's run, and reach this one with its total)."""
+    return 0 if end.model_call_of else model_retries(end.model_attempts)
+
+
 # What a sub-agent's run adds to its parent's when it ends: what the whole run spent.
 ROLLED_UP = ("input_tokens", "output_tokens", "model_retry_count")
 
@@ -420,8 +426,8 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
     """
     fields = _end_fields(end=end, finished_at=finished_at)
     verdict, now = fields["verdict"], fields["finished_at"]
-    if end.model_attempts and not end.model_call_of:  # the failed call's retries count with the steps' ones
-        fields["model_retry_count"] = F("model_retry_count") + model_retries(end.model_attempts)
+    if retries := _failed_call_retries(end):
+        fields["model_retry_count"] = F("model_retry_count") + retries
     with transaction.atomic():
         updated = _writable(run_id=run.pk, claim_token=claim_token).update(**fields)
         if updated and run.experiment_id and run.parent_id is None:
@@ -450,6 +456,9 @@ class RunRecord:
     steps: Sequence[StepEvent] = ()
     end: RunEnd | None = None
     finished_at: datetime | None = None
+    # The run's model retries as its sender counted them (a coordinator's include its sub-agents'), in
+    # place of those of its steps and failed call; None: counted from them.
+    model_retry_count: int | None = None
 
 
 def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
@@ -469,6 +478,9 @@ def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
         fields.update(_counter_values(record.steps, rows=rows))
         if record.end is not None:
             fields.update(_end_fields(end=record.end, finished_at=record.finished_at))
+            fields["model_retry_count"] += _failed_call_retries(record.end)
+        if record.model_retry_count is not None:
+            fields["model_retry_count"] = record.model_retry_count
         for name, value in fields.items():
             setattr(run, name, value)
         if run.started_at is None:

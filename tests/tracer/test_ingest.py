@@ -258,6 +258,34 @@ def test_a_replaced_run_counts_its_model_retries_once_not_once_per_version():
     assert Run.objects.get().model_retry_count == 1
 
 
+OVERLOADED = [
+    {"number": 1, "status": 529, "error": "was overloaded (529)", "error_type": "overloaded_error"},
+    {"number": 2, "status": 529, "error": "was overloaded (529)", "wait_s": 0.5, "request_id": "req_2"},
+]
+
+
+def test_a_run_whose_model_call_failed_keeps_that_call_counts_its_retry_and_dedupes_when_sent_again():
+    data = document(external_id="trace-4", stop_reason="crashed", failed_model_call=OVERLOADED)
+    del data["steps"][1]
+    run = imported(data)
+    assert run.stop_reason == "crashed" and run.model_retry_count == 1  # left out: counted from the call
+    assert [(a["number"], a["wait_s"], a["request_id"]) for a in run.failed_model_call] == [
+        (1, 0.0, None),
+        (2, 0.5, "req_2"),
+    ]
+    again = ingest.run_import_outcome(document=ingest.document_parse(data=copy.deepcopy(data)))
+    assert again.action == "unchanged"
+    counted = ingest.run_import_outcome(
+        document=ingest.document_parse(data=dict(data, run=dict(data["run"], model_retry_count=4)))
+    )
+    assert counted.action == "replaced" and Run.objects.get().model_retry_count == 4  # the sender's count stands
+
+
+def test_a_running_run_has_no_failed_model_call_yet():
+    data = document(status="running", failed_model_call=OVERLOADED)
+    assert refused(data) == [{"path": "run.failed_model_call", "message": "a running run has not ended; leave it out"}]
+
+
 def test_external_ids_are_per_owner_and_per_source(django_user_model):
     ada, bob = (django_user_model.objects.create_user(n) for n in ("ada", "bob"))
     for user in (ada, bob, None):

@@ -1,5 +1,7 @@
 """Property: over generated run documents, import then export gives back the same steps and fields,
-and exporting what was imported from an export changes nothing (Hypothesis)."""
+and exporting what was imported from an export changes nothing (Hypothesis). Generated runs include
+model calls that were retried (a step's model_attempts) and one that failed for good and ended the run
+(failed_model_call), with or without the sender's model_retry_count."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.events import Attempt
+from agents.events import Attempt, model_retries
 from agents.vocabulary import ErrorCategory, StopReason
 from tracer import ingest
 
@@ -68,6 +70,41 @@ def attempts(draw) -> list[dict]:
 
 
 @st.composite
+def model_attempts(draw, *, min_size: int = 1) -> list[dict]:
+    """One model call's HTTP attempts, each with every field (as the export writes them)."""
+    out = []
+    for number in range(1, draw(st.integers(min_size, 3)) + 1):
+        status = draw(st.none() | st.sampled_from([200, 429, 500, 529]))
+        failed = status != 200
+        out.append(
+            {
+                "number": number,
+                "status": status,
+                "request_id": draw(st.none() | st.text(alphabet="abcdef0123456789", min_size=1, max_size=12)),
+                "error": draw(text) if failed else None,
+                "error_type": draw(st.sampled_from(["overloaded_error", "rate_limit_error", "timeout"]))
+                if failed
+                else None,
+                "retry_after_s": draw(st.none() | finite),
+                "wait_s": draw(finite) if number > 1 else 0.0,
+                "latency_ms": draw(finite),
+                "continuation": draw(st.booleans()),
+            }
+        )
+    return out
+
+
+def step_extras(draw) -> dict:
+    """The fields the export writes only when they are known: a step's model call, its API stop reason."""
+    extras = {}
+    if draw(st.booleans()):
+        extras["model_attempts"] = draw(model_attempts())
+    if draw(st.booleans()):
+        extras["api_stop_reason"] = draw(st.sampled_from(["tool_use", "end_turn", "max_tokens"]))
+    return extras
+
+
+@st.composite
 def steps(draw) -> list[dict]:
     out = []
     for index in range(1, draw(st.integers(0, 4)) + 1):
@@ -88,6 +125,7 @@ def steps(draw) -> list[dict]:
                 "input_tokens": draw(st.integers(0, 10**6)),
                 "output_tokens": draw(st.integers(0, 10**6)),
                 "text": draw(text),
+                **step_extras(draw),
             }
         )
     if draw(st.booleans()):
@@ -108,6 +146,7 @@ def steps(draw) -> list[dict]:
                 "input_tokens": draw(st.integers(0, 10**6)),
                 "output_tokens": draw(st.integers(0, 10**6)),
                 "text": draw(text),
+                **step_extras(draw),
             }
         )
     return out
@@ -137,7 +176,20 @@ def documents(draw) -> dict:
         "labels": draw(st.dictionaries(KEYS, st.none() | st.booleans() | st.integers(-1000, 1000) | text, max_size=3)),
         "transcript": draw(st.none() | st.dictionaries(KEYS, json_values, min_size=1, max_size=2)),
     }
+    if draw(st.booleans()):  # a model call that failed for good ended the run
+        run["stop_reason"] = "crashed"
+        run["failed_model_call"] = draw(model_attempts())
+    if draw(st.booleans()):  # the sender's count (a coordinator's includes its sub-agents' retries)
+        run["model_retry_count"] = draw(st.integers(0, 50))
+    if draw(st.booleans()):
+        run["api_stop_reason"] = draw(st.sampled_from(["end_turn", "tool_use", "max_tokens", "refusal"]))
     return {"format": "rlt.run/1", "run": run, "steps": draw(steps())}
+
+
+def counted_model_retries(doc: dict) -> int:
+    """The model retries a document's steps and failed call show."""
+    calls = [s.get("model_attempts", []) for s in doc["steps"]] + [doc["run"].get("failed_model_call", [])]
+    return sum(model_retries(attempts) for attempts in calls)
 
 
 def as_json(value):
@@ -164,6 +216,9 @@ def test_import_then_export_gives_the_same_steps_and_fields(doc):
             assert moments_equal(exported["run"][name], value), name
         else:
             assert exported["run"][name] == value, name
+    if "model_retry_count" not in doc["run"]:  # left out: counted from the steps and the failed call
+        assert exported["run"]["model_retry_count"] == counted_model_retries(doc)
+    assert run.model_retry_count == exported["run"]["model_retry_count"]
     # and an export imported again exports the same
     again = ingest.run_import(
         document=ingest.document_validate(dict(exported, run=dict(exported["run"], external_id="")))

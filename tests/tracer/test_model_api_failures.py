@@ -11,6 +11,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 from django.urls import reverse
@@ -39,6 +40,12 @@ def executed(scenario: str = "lookup-flaky", policy: str = "structured") -> Run:
     return run_execute(run_id=run.pk)
 
 
+def crashed_on_the_api(claude) -> Run:
+    """A run whose model call after its first step is overloaded three times: it crashes on the API."""
+    claude.script(reply(tool_use("lookup", {"key": "answer"})), *[error(529, retry_after=0.01)] * 3)
+    return executed()
+
+
 def run_page(client, run: Run):
     response = client.get(reverse("tracer:run", args=[run.pk]))
     assert response.status_code == 200
@@ -62,13 +69,7 @@ def test_a_retried_model_call_shows_each_attempt_and_wait_on_its_step(claude, ad
 
 @pytest.mark.django_db
 def test_a_run_that_crashes_on_the_api_says_why_in_words_and_what_was_already_done(claude, admin_client):
-    claude.script(
-        reply(tool_use("lookup", {"key": "answer"})),
-        error(529, retry_after=0.01),
-        error(529, retry_after=0.01),
-        error(529, retry_after=0.01),
-    )
-    run = executed()
+    run = crashed_on_the_api(claude)
     assert run.stop_reason == Run.StopReason.CRASHED and run.model_retry_count == 2
     assert [a["status"] for a in run.failed_model_call] == [529, 529, 529]
     banner = run_page(admin_client, run).one("#run-status .banner")
@@ -141,12 +142,79 @@ def test_model_attempts_go_out_as_otlp_and_come_back_on_the_same_steps(claude, a
     assert call.texts(".attempt .badge") == ["529", "429", "200"] and "waited 0.02 s" in call.text
 
 
+def sent_back(admin_client, client, admin_user, run: Run, *, as_otlp: bool) -> Run:
+    """``run`` downloaded as a run page offers it (its run document, or its OTLP trace) and sent back:
+    the document through the import page, the trace to ``/v1/traces``."""
+    if not as_otlp:
+        download = admin_client.get(reverse("tracer:run-export", args=[run.pk]))
+        assert download.status_code == 200
+        upload = SimpleUploadedFile("run.json", download.content, content_type="application/json")
+        assert admin_client.post(reverse("tracer:import"), {"files": [upload]}).status_code == 200
+        return Run.objects.get(source=Run.Source.IMPORT)
+    download = admin_client.get(reverse("tracer:run-otlp", args=[run.pk]))
+    _, secret = token_create(user=admin_user, name="otlp")
+    sent = client.post(
+        "/v1/traces", data=download.content, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
+    )
+    assert sent.status_code == 200, sent.content
+    return Run.objects.get(source=Run.Source.OTLP)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("as_otlp", [False, True], ids=["run document", "OTLP"])
+def test_a_run_the_api_crashed_comes_back_from_its_export_with_the_call_that_ended_it(
+    claude, admin_client, admin_user, client, as_otlp
+):
+    original = crashed_on_the_api(claude)
+    back = sent_back(admin_client, client, admin_user, original, as_otlp=as_otlp)
+    assert back.stop_reason == Run.StopReason.CRASHED and back.error == original.error
+    assert back.failed_model_call == original.failed_model_call
+    assert [a["status"] for a in back.failed_model_call] == [529, 529, 529]
+    assert back.model_retry_count == original.model_retry_count == 2
+    banner = run_page(admin_client, back).one("#run-status .banner")
+    assert banner.texts(".model-call .attempt .badge") == ["529", "529", "529"]
+    assert "the call that ended the run" in banner.text
+
+
+@pytest.mark.django_db
+def test_the_otlp_export_shows_the_failed_call_as_an_erroring_chat_span_other_tools_read(claude, admin_client):
+    run = crashed_on_the_api(claude)
+    spans = admin_client.get(reverse("tracer:run-otlp", args=[run.pk])).json()["resourceSpans"][0]["scopeSpans"][0]
+    root, *_, last = spans["spans"]
+
+    def attrs(span):
+        return {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+
+    assert attrs(root)["rlt.model_retry_count"] == "2"  # an intValue, as OTLP JSON writes int64
+    assert attrs(last)["gen_ai.operation.name"] == "chat" and attrs(last)["error.type"] == "overloaded_error"
+    assert last["status"]["code"] == 2 and last["status"]["message"] == "the model API was overloaded (529)"
+    events = [(e["name"], {a["key"]: a["value"]["stringValue"] for a in e["attributes"]}) for e in last["events"]]
+    assert (
+        events
+        == [("exception", {"exception.type": "overloaded_error", "exception.message": "was overloaded (529)"})] * 3
+    )
+    assert int(last["endTimeUnixNano"]) <= int(root["endTimeUnixNano"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("as_otlp", [False, True], ids=["run document", "OTLP"])
+def test_a_coordinators_model_retries_come_back_from_its_export_with_its_sub_agents(
+    claude, admin_client, admin_user, client, as_otlp
+):
+    claude.script(reply(tool_use("run_subagent", {"task": JOB})), error(529, retry_after=0.01))
+    original = executed(scenario="coordinator-partial")
+    assert original.model_retry_count == 1 and not any(s.model_attempts[1:] for s in original.steps.all())
+    back = sent_back(admin_client, client, admin_user, original, as_otlp=as_otlp)
+    # the sub-agent's retry is in no step of the coordinator's export, only in its count
+    assert back.model_retry_count == 1
+    assert "Model retries 1" in run_page(admin_client, back).one("#run-status").text
+
+
 @pytest.mark.django_db
 def test_the_compare_page_shows_each_runs_model_retries_and_the_call_that_crashed_one(claude, admin_client):
     claude.script(error(529, retry_after=0.01), error(429, retry_after=0.02))
     retried = executed()
-    claude.script(reply(tool_use("lookup", {"key": "answer"})), *[error(529, retry_after=0.01)] * 3)
-    crashed = executed()
+    crashed = crashed_on_the_api(claude)
     response = admin_client.get(reverse("tracer:compare"), {"a": retried.pk, "b": crashed.pk})
     assert response.status_code == 200
     doc = page(response)

@@ -806,6 +806,49 @@ def test_model_attempts_a_sender_spells_wrong_are_left_out_not_a_refused_trace(c
     assert "<b>was overloaded</b> (529)" in shown.text  # escaped: text, not markup
 
 
+@pytest.mark.parametrize(("count", "stored"), [("lots", 1), (7, 7)], ids=["not a count", "the sender's count"])
+def test_a_last_chat_span_that_failed_is_the_call_that_ended_the_run(client, sender, admin_client, count, stored):
+    user, _, secret = sender
+    tr = Tracer(resource={"service.name": "hand-made"})
+    failed = [
+        {"number": 1, "status": 529, "error": "<b>was overloaded</b> (529)", "error_type": "overloaded_error"},
+        {"number": "second", "status": 529},  # not an attempt: left out
+        {"number": 2, "status": 529, "error": "was overloaded (529)", "wait_s": 0.5, "request_id": "req_9"},
+    ]
+    spans = [
+        tr.span(
+            "execute_tool lookup", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}, parent=100
+        ),
+        tr.span(
+            "chat claude",
+            {
+                "gen_ai.operation.name": "chat",
+                "error.type": "overloaded_error",
+                "rlt.model_attempts": json.dumps(failed),
+            },
+            parent=100,
+            error="the model API was overloaded (529)",
+        ),
+        tr.span(
+            "invoke_agent hand-made",
+            {"gen_ai.operation.name": "invoke_agent", "rlt.stop_reason": "crashed", "rlt.model_retry_count": count},
+            span_id=100,
+            error="the model API was overloaded (529) twice",
+        ),
+    ]
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    run = the_run(user)
+    assert run.stop_reason == "crashed" and run.step_count == 1
+    assert [(a["number"], a["status"], a["request_id"]) for a in run.failed_model_call] == [
+        (1, 529, None),
+        (2, 529, "req_9"),
+    ]
+    assert run.model_retry_count == stored  # the failed call's one retry, unless the sender counted
+    banner = page_of(admin_client.get(reverse("tracer:run", args=[run.pk]))).one("#run-status .banner")
+    assert banner.texts(".model-call .attempt .badge") == ["529", "529"]
+    assert "<b>was overloaded</b> (529)" in banner.one(".model-call").text  # escaped: text, not markup
+
+
 def test_a_run_exported_as_otlp_and_sent_back_gives_the_same_steps(client, sender, admin_client):
     from tracer.execution import run_execute
     from tracer.experiments import run_create

@@ -18,8 +18,10 @@ tool_result's ``is_error``, unlike ``llm.input_messages``) are read as a transcr
 ``tracer.ingest``, tool_use to tool_result by ``tool_use_id``.
 
 Labels (``rlt.scenario``, ``rlt.policy``, ``rlt.verdict``, ``rlt.verdict.reason``,
-``rlt.stop_reason``, ``rlt.error.category``, ``rlt.error.retryable``) are read from the span, then
-the root span, then the resource; docs/otlp.md lists every name and its fallbacks.
+``rlt.stop_reason``, ``rlt.error.category``, ``rlt.error.retryable``, ``rlt.model_retry_count``) are read
+from the span, then the root span, then the resource; docs/otlp.md lists every name and its fallbacks.
+A chat span's ``rlt.model_attempts`` (this tracer's export) are its call's HTTP attempts: on a
+succeeded call, the step's; on a last call that failed (status ERROR), the call that ended the run.
 """
 
 from __future__ import annotations
@@ -34,7 +36,16 @@ from pydantic import ValidationError
 from agents.events import Attempt, ModelAttempt, StepEvent
 from agents.vocabulary import API_STOPS_ENDING_A_RUN, ErrorCategory, StepKind, StopReason
 
-from ..ingest import FORMAT, AttemptIn, ModelAttemptIn, RunDocument, RunMeta, document_validate, transcript_to_document
+from ..ingest import (
+    FORMAT,
+    INT_MAX,
+    AttemptIn,
+    ModelAttemptIn,
+    RunDocument,
+    RunMeta,
+    document_validate,
+    transcript_to_document,
+)
 from .wire import STATUS_ERROR, Span, clean
 
 LLM = "LLM"
@@ -56,6 +67,8 @@ EXTRA_ATTEMPT_FIELDS = ("is_error", "transport", "mcp_result")
 # A model call's HTTP attempts (status, request-id, wait…), which GenAI has no name for: a JSON list of
 # ``agents.events.ModelAttempt`` on the chat span, written by the export and read back
 MODEL_ATTEMPTS = "rlt.model_attempts"
+# The run's model retries (a coordinator's include its sub-agents'), on the root span: no GenAI name either
+MODEL_RETRY_COUNT = "rlt.model_retry_count"
 STOP_REASONS = {r.value for r in StopReason}
 
 
@@ -506,6 +519,7 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
             steps.append(StepEvent(index=len(steps) + 1, kind=StepKind.FINAL_ANSWER, text=final))
     if complete:
         meta.update(_end(root, labels, final))
+        meta.update(_model_calls_end(llm_calls, labels))
     meta = _present(meta)
     reading = TraceReading(complete=complete, meta=meta, steps=steps)
     if document is not None:
@@ -609,6 +623,21 @@ def _end(root: Span, labels: Labels, final: str | None) -> dict[str, Any]:
     if final is not None and end["stop_reason"] == StopReason.FINAL_ANSWER:
         end["final_answer"] = final
     return end
+
+
+def _model_calls_end(calls: list[LlmCall], labels: Labels) -> dict[str, Any]:
+    """The run's failed model call (the last model span, when it failed and carries ``rlt.model_attempts``:
+    the call that ended the run) and the sender's ``rlt.model_retry_count``, when the trace says them."""
+    out: dict[str, Any] = {}
+    last = max(calls, key=lambda c: c.start_ns, default=None)
+    if last is not None and last.failed and last.model_attempts:
+        out["failed_model_call"] = [a.to_dict() for a in last.model_attempts]
+    count = labels.first(None, MODEL_RETRY_COUNT)
+    if isinstance(count, str) and count.isdigit():
+        count = int(count)
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        out["model_retry_count"] = min(count, INT_MAX)
+    return out
 
 
 def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> tuple[list[StepEvent], str | None]:

@@ -6,8 +6,11 @@ that asked for it: ``gen_ai.usage.*``, ``gen_ai.output.messages``) and one ``exe
 attempt (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` /
 ``.result``, ``error.type`` and status ERROR when it failed); the final answer is a last ``chat``
 span. A model call's HTTP attempts (retries, statuses, request-ids, waits) go on its chat span as
-``rlt.model_attempts``. Steps keep no wall-clock times, so spans are laid end to end from the run's start with each
-attempt's own latency and backoff. What GenAI has no name for travels as ``rlt.*`` attributes, so
+``rlt.model_attempts``, each failed one also as an OpenTelemetry ``exception`` event; the call that failed
+for good and ended the run is a last ``chat`` span with status ERROR and GenAI's ``error.type``, and the
+run's model retries are the root's ``rlt.model_retry_count``. Steps keep no wall-clock times, so spans are
+laid end to end from the run's start with each attempt's own latency and backoff (a model call's span
+lasts its attempts' waits and latencies). What GenAI has no name for travels as ``rlt.*`` attributes, so
 this receiver reads back the same steps.
 """
 
@@ -18,7 +21,7 @@ import json
 from typing import Any
 
 from ..models import Run, Step
-from .conventions import EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS
+from .conventions import EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS, MODEL_RETRY_COUNT
 from .wire import STATUS_ERROR, STATUS_OK
 
 SCOPE = "repair-loop-tracer"
@@ -72,7 +75,15 @@ class _Spans:
         self.count = 0
 
     def add(
-        self, *, name: str, parent: str, start: int, end: int, attrs: dict[str, Any], error: str | None = None
+        self,
+        *,
+        name: str,
+        parent: str,
+        start: int,
+        end: int,
+        attrs: dict[str, Any],
+        error: str | None = None,
+        events: list[dict[str, Any]] | None = None,
     ) -> str:
         self.count += 1
         span_id = _hex(f"{self.trace_id}:{self.count}", 16)
@@ -87,10 +98,28 @@ class _Spans:
                 "startTimeUnixNano": str(start),
                 "endTimeUnixNano": str(end),
                 "attributes": _attributes(attrs),
+                **({"events": events} if events else {}),
                 "status": status,
             }
         )
         return span_id
+
+
+def _model_call(attempts: list[dict[str, Any]], start: int) -> tuple[int, list[dict[str, Any]]]:
+    """When a model call's span ends, laid from ``start`` through its attempts' waits and latencies (at
+    least ``CHAT_NS``), and an OpenTelemetry ``exception`` event for each attempt that failed, at its end."""
+    t = start
+    events = []
+    for attempt in attempts:
+        t += round((attempt.get("wait_s") or 0) * 1e9)
+        t += round((attempt.get("latency_ms") or 0) * 1e6)
+        if attempt.get("error"):
+            said = {
+                "exception.type": attempt.get("error_type") or "model_api_error",
+                "exception.message": attempt["error"],
+            }
+            events.append({"timeUnixNano": str(t), "name": "exception", "attributes": _attributes(said)})
+    return max(t, start + CHAT_NS), events
 
 
 def _chat_attrs(run: Run, step: Step, parts: list[dict[str, Any]], finish: str) -> dict[str, Any]:
@@ -116,7 +145,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
     root_id = _hex(f"{trace_id}:root", 16)
     t = start_ns
     for step in steps:
-        chat_end = t + CHAT_NS
+        chat_end, chat_events = _model_call(step.model_attempts or [], t)
         final = step.kind != Step.Kind.TOOL_USE  # a final answer, or a model turn that ended the run unexecuted
         if step.kind == Step.Kind.MODEL_STOP:  # what the cut-off or refused reply held, a call it was writing too
             parts = ([{"type": "text", "content": step.text}] if step.text else []) + (
@@ -136,6 +165,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             start=t,
             end=chat_end,
             attrs=_chat_attrs(run, step, parts, step.api_stop_reason or ("end_turn" if final else "tool_use")),
+            events=chat_events,
         )
         t = chat_end
         if final:
@@ -193,6 +223,25 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
                 error=(attempt.get("message") or "") if failed else None,
             )
             t = end
+    if run.failed_model_call:  # the call that failed for good and ended the run: GenAI's error.type
+        last = run.failed_model_call[-1]
+        call_end, call_events = _model_call(run.failed_model_call, t)
+        spans.add(
+            name=f"chat {run.model_name}".strip(),
+            parent=root_id,
+            start=t,
+            end=call_end,
+            attrs={
+                MODEL_ATTEMPTS: _dumps(run.failed_model_call),
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "anthropic",
+                "gen_ai.request.model": run.model_name,
+                "error.type": last.get("error_type") or (str(last["status"]) if last.get("status") else "_OTHER"),
+            },
+            error=f"the model API {last.get('error') or 'failed'}",
+            events=call_events,
+        )
+        t = call_end
     end_ns = max(t, start_ns + CHAT_NS)
     if run.finished_at:
         end_ns = max(end_ns, int(run.finished_at.timestamp() * 1e9))
@@ -210,6 +259,8 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
         "rlt.verdict": run.verdict,
         "rlt.verdict.reason": run.verdict_reason,
         "rlt.source": run.source,
+        # GenAI has no name for a run's retried model calls; a coordinator's count includes its sub-agents'
+        MODEL_RETRY_COUNT: run.model_retry_count or None,
     }
     if run.final_answer:
         answer = [{"type": "text", "content": run.final_answer}]

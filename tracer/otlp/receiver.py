@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from agents.events import RunEnd, RunStart, Verdict
+from agents.events import ModelAttempt, RunEnd, RunStart, Verdict
 from agents.vocabulary import StepKind
 
 from .. import redaction
@@ -199,8 +199,16 @@ def _record(*, trace_id: str, reading: conventions.TraceReading, user) -> RunRec
             error=meta.get("error", ""),
             guard=meta.get("guard", ""),
             transcript=meta.get("transcript") or [],
+            model_attempts=[ModelAttempt.from_dict(a) for a in meta.get("failed_model_call", [])],
         )
-    return RunRecord(run=run, start=start, steps=reading.steps, end=end, finished_at=meta.get("finished_at"))
+    return RunRecord(
+        run=run,
+        start=start,
+        steps=reading.steps,
+        end=end,
+        finished_at=meta.get("finished_at"),
+        model_retry_count=meta.get("model_retry_count"),
+    )
 
 
 def _traces_create(items: list[tuple[str, conventions.TraceReading, list[Span]]], *, user) -> None:
