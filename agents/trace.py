@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from .events import Attempt, RunEnd, RunStart, StepEvent
+from .events import Attempt, ModelAttempt, RunEnd, RunStart, StepEvent, is_model_retry
 from .vocabulary import ErrorCategory, StepKind, StopReason
 
 
@@ -45,6 +45,38 @@ def _attempt_line(a: Attempt) -> str:
     return f"attempt {a.number}{waited}: {said} (tool knew: {a.category}, {flag})"
 
 
+def _model_attempt_line(a: ModelAttempt, asked: float | None) -> str:
+    """One HTTP attempt of a model call: the wait before it (and the API's retry-after when the harness
+    waited less), then what the API answered, as the run's crash reason words it."""
+    if a.continuation:
+        waited = " (continued after pause_turn)"
+    elif is_model_retry(a):
+        waited = f" after {a.wait_s:g}s wait"
+        if asked is not None and asked > a.wait_s:
+            waited += f" (the API asked {asked:g}s: capped)"
+    else:
+        waited = ""
+    if a.error is None:
+        return f"attempt {a.number}{waited}: ok ({a.status})"
+    line = f"attempt {a.number}{waited}: the model API {a.error}"
+    if a.retry_after_s is not None:
+        line += f", retry-after {a.retry_after_s:g}s"
+    return line + (f" (request-id {a.request_id})" if a.request_id else "")
+
+
+def format_model_call(attempts: list[ModelAttempt], *, head: str, failed: bool = False) -> str | None:
+    """``{head}: N attempts`` and a line per attempt, for a call that was retried, failed or continued a
+    paused turn (as the run page shows it); None for a call that went through at once, unless ``failed``."""
+    if not attempts or not (failed or len(attempts) > 1 or attempts[0].error is not None):
+        return None
+    lines = [f"{head}: {len(attempts)} attempt{'s' if len(attempts) > 1 else ''}"]
+    asked = None
+    for a in attempts:
+        lines.append(f"    {_model_attempt_line(a, asked)}")
+        asked = a.retry_after_s
+    return "\n".join(lines)
+
+
 def format_step(step: StepEvent) -> str:
     """``step N: tool({...}) -> ok: ...`` or ``-> ERROR (is_error): ...``, with a line per attempt when retried.
 
@@ -80,12 +112,17 @@ def format_step(step: StepEvent) -> str:
 
 
 def format_end(end: RunEnd) -> str:
-    """The final answer, then how the run stopped and its verdict."""
+    """The final answer, the model call that failed and ended the run (when one did), then how the run
+    stopped and its verdict."""
     lines = []
     if end.final_answer is not None:
         answer, *more = end.final_answer.splitlines() or [""]
         lines.append(f"final answer: {answer}")
         lines += [f"              {m}" for m in more]
+    if end.model_call_of:  # a sub-agent's, whose own end, printed above under its label, shows its attempts
+        lines.append(f"model call that ended the run: in [{end.model_call_of}], above")
+    elif failed_call := format_model_call(end.model_attempts, head="model call that ended the run", failed=True):
+        lines.append(failed_call)
     stop = f"stop reason: {end.stop_reason}"
     if end.guard:
         stop += f" ({end.guard})"
@@ -113,6 +150,10 @@ class PrintRecorder:
             self._print(f"task: {start.task}")
 
     def step_recorded(self, step: StepEvent) -> None:
+        what = "the final answer" if step.kind == StepKind.FINAL_ANSWER else f"step {step.index}"
+        model_call = format_model_call(step.model_attempts, head=f"model call for {what}")
+        if model_call is not None:  # the call came first: its attempts, then the step it made
+            self._print(model_call)
         if step.kind != StepKind.FINAL_ANSWER:
             self._print(format_step(step))
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from agents.__main__ import main
+from tests.fake_messages_api import error, reply, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +61,53 @@ def test_run_records_a_cassette_that_replays(tmp_path):
     )
     assert code == 0 and replayed.splitlines()[0].startswith("model: replay of a recorded simulated run")
     assert recorded.splitlines()[1:-1] == replayed.splitlines()[1:]
+
+
+def test_a_model_call_the_api_overloaded_once_shows_each_attempt_and_wait_before_the_step_it_made(fake_api):
+    fake_api.script(error(529, retry_after=0.01), None, error(529, retry_after=0.02))
+    code, out, _ = run_cli("run", "--scenario", "lookup-flaky", "--policy", "structured", "--model", "claude")
+    assert code == 0
+    lines = out.splitlines()
+    step = lines.index("model call for step 1: 2 attempts")
+    assert lines[step + 1 : step + 3] == [
+        "    attempt 1: the model API was overloaded (529), retry-after 0.01s (request-id req_fake000001)",
+        "    attempt 2 after 0.01s wait: ok (200)",
+    ]
+    assert lines[step + 3].startswith("step 1: lookup(")  # the step that call's response made
+    answer = lines.index("model call for the final answer: 2 attempts")
+    assert lines[answer + 1].startswith("    attempt 1: the model API was overloaded (529), retry-after 0.02s")
+    assert lines[answer + 2] == "    attempt 2 after 0.02s wait: ok (200)"
+    assert lines[answer + 3] == "final answer: Done."
+    assert out.count("model call") == 2  # a call that went through at once is not shown
+
+
+def test_a_model_call_that_failed_for_good_is_shown_at_the_end_before_the_crash(fake_api):
+    fake_api.script(reply(tool_use("lookup", {"key": "answer"})), *[error(529, retry_after=0.01)] * 3)
+    code, out, err = run_cli("run", "--scenario", "lookup-flaky", "--policy", "structured", "--model", "claude")
+    assert code == 1 and "the run crashed" in err
+    lines = out.splitlines()
+    end = lines.index("model call that ended the run: 3 attempts")
+    assert lines[end + 1 : end + 5] == [
+        "    attempt 1: the model API was overloaded (529), retry-after 0.01s (request-id req_fake000002)",
+        "    attempt 2 after 0.01s wait: the model API was overloaded (529), retry-after 0.01s "
+        "(request-id req_fake000003)",
+        "    attempt 3 after 0.01s wait: the model API was overloaded (529), retry-after 0.01s "
+        "(request-id req_fake000004)",
+        "stop reason: crashed",
+    ]
+    assert lines[end + 5].startswith("error: the model API was overloaded (529) three times")
+
+
+def test_a_sub_agents_failed_model_call_is_shown_under_it_and_named_at_its_coordinators_end(fake_api):
+    job = "Look up order 1042 for Ana Ruiz."
+    fake_api.script(reply(tool_use("run_subagent", {"task": job})), *[error(529, retry_after=0.01)] * 3)
+    code, out, _ = run_cli("run", "--scenario", "coordinator-partial", "--policy", "structured", "--model", "claude")
+    assert code == 1
+    lines = out.splitlines()
+    assert "    model call that ended the run: 3 attempts" in lines  # indented: the sub-agent's own end
+    assert out.count("attempt 1: the model API was overloaded (529)") == 1  # shown once, where it happened
+    end = lines.index(f"model call that ended the run: in [sub-agent 1: {job}], above")
+    assert lines[end + 1] == "stop reason: crashed"
 
 
 def test_an_unknown_scenario_lists_the_valid_ones_and_exits_2():
