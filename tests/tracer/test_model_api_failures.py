@@ -68,6 +68,18 @@ def test_a_retried_model_call_shows_each_attempt_and_wait_on_its_step(claude, ad
 
 
 @pytest.mark.django_db
+def test_a_wait_says_capped_only_when_the_api_asked_for_longer_before_it(claude, admin_client, monkeypatch):
+    monkeypatch.setenv("RLT_MODEL_RETRY_AFTER_CAP_S", "0.2")
+    claude.script(error(529, retry_after=0.05), error(429, retry_after=3600))
+    run = executed()
+    waits = run_page(admin_client, run).one("#step-1 .model-call").texts(".attempt .backoff")
+    assert [" ".join(w.split()) for w in waits] == [
+        "waited 0.05 s (retry-after), then tried again",  # the 529 asked 0.05 s: waited as asked
+        "waited 0.2 s (the API asked 3600.0 s: capped), then tried again",  # the 429 asked an hour
+    ]
+
+
+@pytest.mark.django_db
 def test_a_run_that_crashes_on_the_api_says_why_in_words_and_what_was_already_done(claude, admin_client):
     run = crashed_on_the_api(claude)
     assert run.stop_reason == Run.StopReason.CRASHED and run.model_retry_count == 2

@@ -123,6 +123,16 @@ def at(mapping: Any, key: Any) -> Any:
 
 
 @register.filter
+def retry_after_before(attempts: Any, index: int) -> Any:
+    """The wait the API asked for (``retry-after``) in the answer before ``attempts[index]``: what the
+    wait before that attempt followed, capped or not. None for the first attempt or when it asked none."""
+    if not attempts or not 0 < index < len(attempts):
+        return None
+    before = attempts[index - 1]
+    return before.get("retry_after_s") if isinstance(before, dict) else None
+
+
+@register.filter
 def seconds(value: Any) -> str:
     """A duration in seconds as a person reads it (``waterfall.seconds_text``): ``0.42 s``, ``2 min 05 s``."""
     return "unknown" if value is None else seconds_text(float(value))
