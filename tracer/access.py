@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.functional import SimpleLazyObject
@@ -51,12 +54,45 @@ class Abilities:
     import_runs: bool
 
 
+def user_permissions_load(user: Any) -> None:
+    """Read the permissions ``user`` holds, directly and through groups, in one query, into the cache
+    ``ModelBackend.get_all_permissions`` reads first (``_perm_cache``), so ``has_perms`` asks nothing
+    more during this request. ModelBackend asks two ORM queries for them, which cost 2 ms of CPU a
+    page to build, far more than they take to run. Read afresh each request: a permission revoked
+    counts from the next request on, whichever process serves it. Superusers, inactive and anonymous
+    users need no query (``has_perm`` answers them without the cache)."""
+    if not user.is_active or user.is_anonymous or user.is_superuser or hasattr(user, "_perm_cache"):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_permissions_sql(), [user.pk, user.pk])
+        user._perm_cache = {f"{app_label}.{codename}" for app_label, codename in cursor.fetchall()}
+
+
+@cache
+def _permissions_sql() -> str:
+    """The query of ``user_permissions_load``, on the tables of the user model and its relations."""
+    user_perms = get_user_model()._meta.get_field("user_permissions").remote_field.through._meta
+    user_groups = get_user_model()._meta.get_field("groups").remote_field.through._meta
+    group_perms = Group._meta.get_field("permissions").remote_field.through._meta
+    q = connection.ops.quote_name
+    return f"""
+SELECT ct.app_label, p.codename FROM {q(Permission._meta.db_table)} p
+JOIN {q(Permission._meta.get_field("content_type").related_model._meta.db_table)} ct ON ct.id = p.content_type_id
+WHERE p.id IN (SELECT permission_id FROM {q(user_perms.db_table)} WHERE {q(user_perms.get_field("user").column)} = %s)
+   OR p.id IN (
+       SELECT gp.permission_id FROM {q(group_perms.db_table)} gp
+       JOIN {q(user_groups.db_table)} ug ON ug.group_id = gp.group_id
+       WHERE ug.{q(user_groups.get_field("user").column)} = %s)
+"""
+
+
 def abilities(request: HttpRequest) -> dict[str, Any]:
     """Context processor: ``can.review``, ``can.create_policy``, ``can.launch``, ``can.import_runs``
-    (looked up when first read)."""
+    (looked up when first read, the user's permissions in one query: ``user_permissions_load``)."""
 
     def read() -> Abilities:
         user = request.user
+        user_permissions_load(user)
         return Abilities(
             review=user.has_perms(REVIEW),
             create_policy=user.has_perms(CREATE_POLICY),

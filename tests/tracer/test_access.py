@@ -121,3 +121,52 @@ def test_a_plain_user_browses_but_cannot_review(plain_user):
     assert "Reviewing runs needs the reviewer role." in doc.one(f"#stop-{stopped.pk}").text
     response = plain_user.post(reverse("tracer:run-review", args=[stopped.pk]), {"verdict": "expected"})
     assert response.status_code == 403 and not StopReview.objects.exists()
+
+
+def test_a_permission_given_or_revoked_shows_on_the_next_page_whether_held_directly_or_through_a_group(
+    client, django_user_model
+):
+    """The controls a page offers follow the user's permissions as stored now: read afresh with each
+    request (``access.user_permissions_load``), never remembered from an earlier one."""
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user("lena", password="a-long-test-password")
+    client.force_login(user)
+    launch, runs = reverse("tracer:launch"), reverse("tracer:runs")
+    assert launch not in page(client.get(runs)).hrefs
+    add_experiment = Permission.objects.get(content_type__app_label="tracer", codename="add_experiment")
+    user.user_permissions.add(add_experiment)
+    assert launch in page(client.get(runs)).hrefs and client.get(launch).status_code == 200
+    user.user_permissions.remove(add_experiment)
+    assert launch not in page(client.get(runs)).hrefs and client.get(launch).status_code == 403
+
+    launchers = Group.objects.create(name="launchers")
+    launchers.permissions.add(add_experiment)
+    user.groups.add(launchers)
+    assert launch in page(client.get(runs)).hrefs
+    launchers.permissions.remove(add_experiment)  # taken from the group: from every member at once
+    assert launch not in page(client.get(runs)).hrefs
+    launchers.permissions.add(add_experiment)
+    user.groups.remove(launchers)
+    assert launch not in page(client.get(runs)).hrefs
+    user.is_active = False  # a deactivated account is logged out, whatever it held
+    user.save()
+    assert client.get(runs).status_code == 302
+
+
+def test_a_users_permissions_cost_one_query_a_page_however_many_they_hold(client, django_user_model):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    user = django_user_model.objects.create_user("lena", password="a-long-test-password")
+    client.force_login(user)
+    runs = reverse("tracer:runs")
+    client.get(runs)
+    with CaptureQueriesContext(connection) as none_held:
+        client.get(runs)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="tracer"))
+    with CaptureQueriesContext(connection) as all_held:
+        doc = page(client.get(runs))
+    assert reverse("tracer:launch") in doc.hrefs and reverse("tracer:import") in doc.hrefs
+    assert len(all_held.captured_queries) == len(none_held.captured_queries)
+    assert len([q for q in all_held.captured_queries if "auth_permission" in q["sql"]]) == 1
