@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from copy import copy
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import (
@@ -45,17 +45,50 @@ from .waterfall import Waterfall
 GUARD_STOPS = Run.GUARD_STOPS
 TRAILING_STEPS = 12  # enough to show any consecutive-error guard's streak
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
-# Columns the list and queue pages never show: kept out of their queries.
-# What the runs list's rows show (``tracer_tags.run_row``): the only columns its queries read, which
-# makes a page's 50 runs half as costly to build as all columns but the heavy ones.
+
+
+class RunRow(NamedTuple):
+    """One row of the runs list (``tracer_tags.run_row``): the columns of the run it shows, the only
+    ones the list's queries read (``ROW_FIELDS``), and its review (None: not reviewed)."""
+
+    id: int
+    label: str
+    source: str
+    source_detail: str
+    scenario: str
+    policy_name: str
+    model_backend: str
+    model_name: str
+    status: str
+    stop_reason: str
+    verdict: str
+    final_answer: str
+    step_count: int
+    error_count: int
+    retry_count: int
+    wasted_retry_count: int
+    created_at: datetime
+    started_at: datetime | None
+    review: StopReview | None
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    @property
+    def is_active(self) -> bool:
+        return self.status != Run.Status.FINISHED
+
+
+ROW_FIELDS = RunRow._fields[:-1]  # all but the review
 LIST_FIELDS = (
-    *("id", "parent_id", "experiment_id", "label", "source", "source_detail", "scenario", "policy_name"),
-    *("model_backend", "model_name", "status", "stop_reason", "verdict", "final_answer"),
-    *("step_count", "error_count", "retry_count", "wasted_retry_count", "created_at", "started_at"),
+    *ROW_FIELDS,
+    *("parent_id", "experiment_id"),
     # every column of the review and its reviewer (``run_review_filter``'s joins; the verdict cell reads them)
     *(f"review__{f.name}" for f in StopReview._meta.concrete_fields),
     "review__reviewer",
 )
+# Columns the list and queue pages never show: kept out of their queries.
 HEAVY_FIELDS = ("transcript", "search_text", "policy_settings", "task", "verdict_reason", "error", "labels")
 STEP_FIELDS = (
     *("index", "kind", "tool_name", "input", "attempts", "text", "is_error", "category", "retryable"),
@@ -203,7 +236,7 @@ class RunPage:
     """One page of the runs list: its runs, whether older ones follow, and the matches counted up to
     ``count_cap`` (beyond it, ``num_pages`` is None and the page says "more than 1000 runs")."""
 
-    runs: list[Run]
+    runs: list[RunRow]
     number: int
     count: int
     per_page: int
@@ -243,32 +276,46 @@ class RunPage:
 
 def run_page(*, runs: QuerySet[Run], page: Any, per_page: int, searched: bool = False) -> RunPage:
     """Page ``page`` (1 when it is not a page number; the last one when it is past the end) of
-    ``runs``, in two queries: the page and one more run (are there older ones?), and the count up to
-    ``RUN_COUNT_CAP`` + 1 (``SEARCH_COUNT_CAP`` + 1 for a search)."""
+    ``runs`` as ``RunRow``s, in two queries: the page and one more run (are there older ones?), and
+    the count up to ``RUN_COUNT_CAP`` + 1 (``SEARCH_COUNT_CAP`` + 1 for a search); two more when a run
+    on the page is reviewed (``run_rows``)."""
     cap = SEARCH_COUNT_CAP if searched else RUN_COUNT_CAP
     number = index_or_zero(page) or 1
     count = runs.order_by()[: cap + 1].count()
     if count <= cap:
         number = min(number, max(1, -(-count // per_page)))
     start = (number - 1) * per_page
-    rows = list(runs[start : start + per_page + 1])
+    rows = run_rows(runs, start=start, stop=start + per_page + 1)
     more = len(rows) > per_page
     return RunPage(runs=rows[:per_page], number=number, count=count, per_page=per_page, has_next=more, count_cap=cap)
 
 
-def run_version(run: Run) -> str:
+def run_rows(runs: QuerySet[Run], *, start: int = 0, stop: int | None = None) -> list[RunRow]:
+    """``runs[start:stop]`` (a ``run_list`` or the like) as ``RunRow``s: their ``ROW_FIELDS`` read as
+    tuples (a page of 50 runs built as model instances with their reviews joined cost 3 ms of CPU, as
+    tuples 1 ms), and the reviews of those reviewed, with their reviewer and tags, in two queries more
+    when there are any."""
+    values = list(runs.prefetch_related(None).values_list(*ROW_FIELDS, "review__id")[start:stop])
+    reviewed = [v[-1] for v in values if v[-1] is not None]
+    reviews = {}
+    if reviewed:
+        found = StopReview.objects.filter(pk__in=reviewed).select_related("reviewer").prefetch_related("tags")
+        reviews = {review.pk: review for review in found}
+    return [RunRow(*v[:-1], reviews.get(v[-1])) for v in values]
+
+
+def run_version(run: Run | RunRow) -> str:
     """What the list's live poll compares: a row changes when its run records a step or ends."""
     return f"{run.pk}.{run.step_count}.{run.status}"
 
 
-def run_rows_changed(*, versions: dict[int, str]) -> tuple[list[Run], list[Run]]:
+def run_rows_changed(*, versions: dict[int, str]) -> tuple[list[RunRow], list[RunRow]]:
     """Of the runs ``versions`` names (id: ``run_version`` as the page shows it), those whose row
     changed since, newest first, and those still active (whose versions the next poll sends), in two
     queries whatever their number (the runs, their review tags)."""
     if not versions:
         return [], []
-    runs = Run.objects.filter(pk__in=list(versions)).only(*LIST_FIELDS).order_by("-id")
-    runs = list(run_review_filter(runs))
+    runs = run_rows(Run.objects.filter(pk__in=list(versions)).order_by("-id"))
     return [r for r in runs if run_version(r) != versions[r.pk]], [r for r in runs if r.is_active]
 
 
@@ -1084,9 +1131,16 @@ def experiment_recent(*, limit: int = 10) -> list[Experiment]:
 
 
 def experiment_choices(*, selected: Iterable[int] = (), limit: int = 20) -> list[Experiment]:
-    """The matrix's experiment picker: the ``limit`` newest experiments and any selected older one."""
-    recent = Experiment.objects.order_by("-created_at", "-id").values("id")[:limit]
-    return list(Experiment.objects.filter(Q(id__in=recent) | Q(id__in=list(selected))).order_by("-created_at", "-id"))
+    """The experiment pickers' choices: the ``limit`` newest experiments and any selected older one,
+    newest first. One query, two when an older one is selected: a simple query costs a third of the
+    CPU of one with a subquery (0.4 against 1.2 ms), most of which is building it."""
+    newest = "-created_at", "-id"
+    experiments = list(Experiment.objects.order_by(*newest)[:limit])
+    older = set(selected) - {e.pk for e in experiments}
+    if older:
+        experiments += Experiment.objects.filter(id__in=older).order_by(*newest)
+        experiments.sort(key=lambda e: (e.created_at, e.pk), reverse=True)
+    return experiments
 
 
 def experiment_runs(*, experiment: Experiment) -> list[Run]:
