@@ -1,0 +1,287 @@
+"""The run page's timeline written in Python: a step's ``<li>`` (``step_item``), a model call's attempts
+(``model_call``, which ``includes/model_call.html`` renders too) and the sub-agents a step started.
+
+Fifty steps through the template's tags, filters and includes took about 13 ms of CPU of every run page
+(docs/performance.md); one call per step writes the same elements. As in ``tracer_tags.run_row``, every
+text from a trace goes through ``escape`` (the stdlib's, quotes included) or ``linebreaksbr`` with
+autoescaping, numbers are ``int``s or formatted floats, class names are escaped too, and only the
+finished string is marked safe.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from django import template
+from django.template.defaultfilters import floatformat, linebreaksbr, truncatechars
+from django.urls import get_script_prefix
+from django.utils.formats import localize
+from django.utils.safestring import SafeString, mark_safe
+
+from agents.vocabulary import ErrorFormat, StepKind
+from tracer.models import Run
+
+from .tracer_tags import (
+    STOP_LABELS,
+    _escape,
+    _run_url,
+    as_json,
+    backend_badge,
+    fixed,
+    inline_json,
+    outcome,
+    retry_after_before,
+    seconds,
+)
+
+register = template.Library()
+e = _escape
+MCP_TITLE = (
+    "the tool was served by an MCP server: its CallToolResult, and the Messages API tool_result the harness made of it"
+)
+REQUEST_ID_TITLE = "the API's request-id header"
+
+
+def _text(value: Any) -> str:
+    """A value as ``{{ value }}`` writes it: escaped, a float localized, a missing one empty."""
+    if value is None:
+        return "None"
+    if isinstance(value, float):
+        return e(localize(value))
+    return e(value)
+
+
+def _truncate(text: str, limit: int) -> str:
+    """``truncatechars``, whose lazy ``Truncator`` cost more than the rest of a step's head: a text no
+    longer than ``limit`` is never cut (combining characters only shorten what it counts), only put in
+    NFC as it does."""
+    if len(text) <= limit:
+        return unicodedata.normalize("NFC", text)
+    return truncatechars(text, limit)
+
+
+def _plural(count: Any, forms: str = "s") -> str:
+    """``pluralize``: ``forms`` is the plural suffix, or "singular,plural"."""
+    singular, _, plural = forms.rpartition(",") if "," in forms else ("", "", forms)
+    return singular if count == 1 else plural
+
+
+def _yesno(value: Any, yes: str, no: str) -> str:
+    return yes if value else no
+
+
+class StepPage:
+    """What every step of one rendering shares, read from the template's context once: the run, its
+    policy's error format, whether it was imported, the sub-agents by step, the run page's URL."""
+
+    def __init__(self, context: template.Context) -> None:
+        run = context["run"]
+        sub_agents = context.get("sub_agents")
+        self.policy_settings = run.policy_settings or {}
+        self.bare = self.policy_settings.get("error_format") == ErrorFormat.BARE
+        self.imported = run.is_imported
+        self.by_step = getattr(sub_agents, "by_step", None) or {}
+        self.run_url = _run_url(get_script_prefix())
+
+    @classmethod
+    def of(cls, context: template.Context) -> StepPage:
+        page = context.render_context.get(cls)
+        if page is None:
+            page = context.render_context[cls] = cls(context)
+        return page
+
+
+@register.simple_tag(takes_context=True)
+def step_item(context: template.Context, step: Any) -> SafeString:
+    """One step of the timeline, its ``<li id="step-N">``: the head (kind, tool and input, is_error,
+    category, retryable, retries, latency, tokens), the model call when it was retried or failed, the
+    tool's attempts and the tool_result sent, or the answer, and the sub-agents the step started."""
+    page = StepPage.of(context)
+    kind, index = step.kind, int(step.index)
+    call = f'<code class="tool">{e(step.tool_name)}</code><code class="input">{e(inline_json(step.input))}</code>'
+    if kind == StepKind.FINAL_ANSWER:
+        what = "<strong>Final answer</strong>"
+    elif kind == StepKind.MODEL_STOP:
+        what = "<strong>Model stopped</strong>"
+        if step.tool_name:
+            what += f' {call} <span class="badge err">not executed</span>'
+    else:
+        what = call
+    no_result = step.result_content is None and step.is_error and not page.imported
+    head = [f'<span class="idx">{index}</span>', what]
+    if step.is_error:
+        head.append(f'<span class="badge err">{"run stopped · no tool_result" if no_result else "is_error"}</span>')
+    if step.category:
+        head.append(f'<span class="badge cat-{e(step.category)}">{e(step.category)}</span>')
+    if step.retryable is not None:
+        head.append(f'<span class="badge">{_yesno(step.retryable, "retryable", "not retryable")}</span>')
+    meta = ""
+    if kind == StepKind.TOOL_USE:
+        retries = int(step.retry_count)
+        meta = f"{retries} retr{_plural(retries, 'y,ies')} · {fixed(step.latency_ms, 1)} ms · "
+    meta += f"{int(step.input_tokens)}/{int(step.output_tokens)} tokens"
+    if step.api_stop_reason:
+        meta += f" · stop_reason {e(step.api_stop_reason)}"
+    head.append(f'<span class="meta">{meta}</span>')
+
+    body = [model_call(step.model_attempts)] if step.model_attempts else []
+    said = f'<p class="said"><span class="muted">Model:</span> {e(step.text)}</p>' if step.text else ""
+    if kind == StepKind.TOOL_USE:
+        body.append(said)
+        body.append(f'<ol class="attempts">{"".join(_attempt(a, page) for a in step.attempts or [])}</ol>')
+        if no_result:
+            fatal = step.category == "fatal"
+            why = "the fatal error stopped the run here" if fatal else "the exception ended the run here"
+            body.append(f'<p class="result muted">No tool_result was sent to the model: {why}.</p>')
+        else:
+            flag = " (is_error: true)" if step.is_error else ""
+            body.append(
+                f'<details class="result"><summary>tool_result sent to the model{flag}: '
+                f"<code>{e(_truncate(inline_json(step.result_content), 120))}</code></summary>"
+                f"<pre>{e(as_json(step.result_content))}</pre></details>"
+            )
+    elif kind == StepKind.MODEL_STOP:
+        reason = step.api_stop_reason
+        if reason == "refusal":
+            why = "the model declined to go on"
+        elif reason == "pause_turn":
+            why = "the API paused it again and again, and a guard stopped the run"
+        else:
+            why = f"the reply was cut off (stop_reason {e(reason)})"
+            if step.tool_name:
+                why += " while it wrote this call, so its input is incomplete"
+        body += [said, f'<p class="result muted">Nothing in this turn was executed: {why}.</p>']
+    else:
+        body.append(f'<blockquote class="answer">{linebreaksbr(step.text, autoescape=True)}</blockquote>')
+    children = page.by_step.get(index)
+    if children:
+        body.append(sub_agents_of_step(index, children, run_url=page.run_url))
+    error = " is-error" if step.is_error else ""
+    return mark_safe(  # every value from the step above is escaped, an int or a formatted number
+        f'<li class="step {e(kind)}{error}" id="step-{index}">\n<div class="step-head">\n'
+        + "\n".join(head)
+        + "\n</div>\n"
+        + "\n".join(b for b in body if b)
+        + "\n</li>"
+    )
+
+
+def _attempt(a: Any, page: StepPage) -> str:
+    """One of a tool call's attempts, its ``<li class="attempt ok|fail">``."""
+    a = a if isinstance(a, dict) else {}
+    parts = []
+    if a.get("backoff_s"):
+        parts.append(f'<span class="backoff">waited {fixed(a["backoff_s"], 3)} s, then retried</span>')
+    number = a.get("number", "")
+    again = isinstance(number, int | float) and number > 1
+    parts.append(f'<span class="n">{"Retry · attempt" if again else "Attempt"} {_text(number)}</span>')
+    parts.append(f'<span class="badge outcome">{e(outcome(a, page.policy_settings))}</span>')
+    if a.get("transport") == "mcp":
+        mcp = a.get("mcp_result")
+        is_error = mcp.get("isError") if isinstance(mcp, dict) else None
+        sent = (
+            "no tool_result sent"
+            if a.get("result_content") is None
+            else f"tool_result is_error: {_yesno(a.get('is_error'), 'true', 'false')}"
+        )
+        parts.append(
+            f'<span class="badge transport" title="{MCP_TITLE}">MCP CallToolResult isError: '
+            f"{_yesno(is_error, 'true', 'false')} → {sent}</span>"
+        )
+    if a.get("message"):
+        knew = ""
+        if page.bare:
+            knew = (
+                '<span class="muted" title="what the tool knew; the harness sent only &quot;Error&quot;">'
+                f"tool knew:</span> {_text(a.get('category', ''))} · "
+            )
+        parts.append(f'<span class="msg">{knew}{_text(a["message"])}</span>')
+    parts.append(f'<span class="meta">{fixed(a.get("latency_ms", ""), 1)} ms</span>')
+    if a.get("ok") and not a.get("empty"):
+        parts.append(f"<details><summary>content</summary><pre>{e(as_json(a.get('content', '')))}</pre></details>")
+    return f'<li class="attempt {"ok" if a.get("ok") else "fail"}">\n' + "\n".join(parts) + "\n</li>"
+
+
+@register.simple_tag
+def model_call(attempts: Any, failed: bool = False) -> SafeString:
+    """The HTTP attempts of one model call (``agents.events.ModelAttempt`` each), apart from the tool's: a
+    call that went through at once is one line with its request-id; one that was retried, failed or
+    continued a paused turn lists each attempt with its status, what the API said, its request-id and
+    the wait before it (capped when the answer before it asked for longer). Nothing for a call that went
+    through at once without a request-id."""
+    attempts = [a if isinstance(a, dict) else {} for a in attempts or []]
+    if not attempts:
+        return mark_safe("")
+    first = attempts[0]
+    if len(attempts) == 1 and not first.get("error"):
+        if not first.get("request_id"):
+            return mark_safe("")
+        return mark_safe(  # escaped values
+            f'<p class="model-call muted small">model API: {_text(first.get("status", ""))}, '
+            f'<code class="request-id" title="{REQUEST_ID_TITLE}">{_text(first["request_id"])}</code></p>'
+        )
+    rows = []
+    for i, a in enumerate(attempts):
+        parts = []
+        wait, asked = a.get("wait_s"), retry_after_before(attempts, i)  # what the answer before it asked
+        if wait:
+            if asked and _greater(asked, wait):
+                why = f" (the API asked {_text(asked)} s: capped)"
+            else:
+                why = " (retry-after)" if asked else ""
+            parts.append(f'<span class="backoff">waited {_text(wait)} s{why}, then tried again</span>')
+        number = a.get("number", "")
+        if a.get("continuation"):
+            n = "Continued after pause_turn · attempt"
+        else:
+            n = "Model retry · attempt" if isinstance(number, int | float) and number > 1 else "Attempt"
+        parts.append(f'<span class="n">{n} {_text(number)}</span>')
+        status = _text(a["status"]) if a.get("status") else "no response"
+        parts.append(f'<span class="badge {"err" if a.get("error") else "outcome"}">{status}</span>')
+        if a.get("error"):
+            parts.append(f'<span class="msg">{_text(a["error"])}</span>')
+        if a.get("request_id"):
+            parts.append(f'<code class="request-id" title="{REQUEST_ID_TITLE}">{_text(a["request_id"])}</code>')
+        parts.append(f'<span class="meta">{e(floatformat(a.get("latency_ms", ""), 1))} ms</span>')
+        rows.append(f'<li class="attempt {"fail" if a.get("error") else "ok"}">' + "\n".join(parts) + "</li>")
+    count = len(attempts)
+    which = "the call that ended the run" if failed else "this step's model call"
+    return mark_safe(  # every value above is escaped
+        f'<div class="model-call">\n<p class="model-call-head"><span class="badge model">model API</span> '
+        f"{which}: {count} attempt{_plural(count)}</p>\n"
+        f'<ol class="attempts">\n' + "\n".join(rows) + "\n</ol>\n</div>"
+    )
+
+
+def _greater(a: Any, b: Any) -> bool:
+    """``{% if a > b %}``: False when the two do not compare."""
+    try:
+        return a > b
+    except TypeError:
+        return False
+
+
+def sub_agents_of_step(index: int, children: list[Run], *, run_url: str) -> str:
+    """The sub-agents (child runs) step ``index`` started, nested under it with their counts and tokens."""
+    count = len(children)
+    rows = []
+    for child in children:
+        pk = int(child.pk)
+        stop = child.stop_reason
+        stop = f'<span class="stop {e(stop)}">{e(STOP_LABELS.get(stop, stop))}</span>' if stop else ""
+        took = f" · {e(seconds(child.duration_s))}" if child.duration_s is not None else ""
+        steps, errors, retries = int(child.step_count), int(child.error_count), int(child.retry_count)
+        rows.append(
+            f'<li class="sub-agent">\n<a href="{e(run_url.format(pk))}">#{pk} {e(child.label or "sub-agent")}</a>\n'
+            f"{backend_badge(child)}\n"
+            f'<span class="status {e(child.status)}">{e(child.status)}</span>\n{stop}\n'
+            f'<span class="meta">{steps} step{_plural(steps)} · {errors} error{_plural(errors)} · '
+            f"{retries} retr{_plural(retries, 'y,ies')} · tokens {int(child.input_tokens)} in · "
+            f"{int(child.output_tokens)} out{took}</span>\n</li>"
+        )
+    return (
+        f'<div class="sub-agents" id="sub-agents-{int(index)}">\n<p class="sub-agents-head"><span class="badge">'
+        f"sub-agent{_plural(count)}</span> this call ran {count} sub-agent{_plural(count)}:</p>\n"
+        "<ol>\n" + "\n".join(rows) + "\n</ol>\n</div>"
+    )
