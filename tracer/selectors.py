@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from copy import copy
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -320,7 +320,10 @@ def run_rows_changed(*, versions: dict[int, str]) -> tuple[list[RunRow], list[Ru
 
 
 def run_get(*, pk: int) -> Run:
-    return get_object_or_404(Run.objects.select_related("parent", "experiment", "review__reviewer"), pk=pk)
+    """A run as its page shows it: with its experiment and its review's reviewer; not its search text,
+    which no page shows (its parent is a link by ``parent_id``)."""
+    runs = Run.objects.select_related("experiment", "review__reviewer").defer("search_text")
+    return get_object_or_404(runs, pk=pk)
 
 
 def run_reviewed(*, pk: int) -> Run:
@@ -367,6 +370,7 @@ class StepWindow:
     gap_before: StepGap | None = None
     gap_after: StepGap | None = None
     tail: list[Step] = field(default_factory=list)
+    following: Step | None = None  # the step after ``steps``, read to know that more follow
 
     @property
     def last_index(self) -> int:
@@ -395,7 +399,8 @@ def step_window(*, run: Run, after: int = 0, before: int | None = None, at: int 
     gap_after = None
     if len(steps) > STEP_WINDOW:
         gap_after = StepGap(after=shown[-1].index, before=before, last=max(last, steps[-1].index))
-    return StepWindow(steps=shown, gap_before=gap_before, gap_after=gap_after)
+    following = steps[STEP_WINDOW] if len(steps) > STEP_WINDOW else None
+    return StepWindow(steps=shown, gap_before=gap_before, gap_after=gap_after, following=following)
 
 
 def step_window_first(*, run: Run, at: int = 0) -> StepWindow:
@@ -466,11 +471,28 @@ def run_sub_agents(*, run: Run) -> SubAgents:
     )
 
 
-def run_waterfall(*, run: Run) -> Waterfall:
-    """The picture of ``run``'s steps (``waterfall``): one query, read in chunks only until the picture's
-    rows are full, so a long run's later steps are neither fetched nor decoded."""
-    steps = Step.objects.filter(run=run).only(*WATERFALL_FIELDS).order_by("index")[: waterfall.MAX_STEPS]
-    return waterfall.waterfall_build(steps=steps.iterator(chunk_size=WATERFALL_CHUNK), step_count=run.step_count)
+def run_waterfall(*, run: Run, window: StepWindow | None = None) -> Waterfall:
+    """The picture of ``run``'s steps (``waterfall``), read in chunks only until the picture's rows are
+    full, so a long run's later steps are neither fetched nor decoded. ``window``: the timeline's steps
+    of an ended run, already read; when they start at the first step the picture starts with them, and
+    asks for the steps after them only if its rows are not full yet (one query at most)."""
+    known: list[Step] = []
+    whole = False
+    if window is not None and not run.is_active and window.steps and window.steps[0].index == 1:
+        known = [*window.steps, *([window.following] if window.following else [])]
+        whole = window.gap_after is None  # nothing after them
+    return waterfall.waterfall_build(steps=_steps_from(run=run, known=known, whole=whole), step_count=run.step_count)
+
+
+def _steps_from(*, run: Run, known: list[Step], whole: bool) -> Iterator[Step]:
+    """``known`` (the run's first steps, in order; ``whole``: all of them), then the steps after them
+    from the database, asked for only when the reader wants more."""
+    yield from known
+    if whole:
+        return
+    after = known[-1].index if known else 0
+    rest = Step.objects.filter(run=run, index__gt=after).only(*WATERFALL_FIELDS).order_by("index")
+    yield from rest[: waterfall.MAX_STEPS - len(known)].iterator(chunk_size=WATERFALL_CHUNK)
 
 
 def run_other_policies(*, run: Run) -> list[Run]:

@@ -119,7 +119,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "guard_errors": selectors.run_guard_errors(run=run),
         "reruns": selectors.run_reruns(run=run),
         "sub_agents": selectors.run_sub_agents(run=run),
-        "waterfall": selectors.run_waterfall(run=run),
+        "waterfall": selectors.run_waterfall(run=run, window=window),
         "others": selectors.run_other_policies(run=run),
     } | _review_context()
     return render(request, "tracer/run_detail.html", context)

@@ -20,6 +20,7 @@ from tests.factories import (
     steps_add,
     tool_step,
 )
+from tracer import selectors
 from tracer.models import Run
 from tracer.tasks import run_execute_task
 from tracer.waterfall import MAX_ROWS, waterfall_build
@@ -163,6 +164,31 @@ def test_the_run_page_draws_its_waterfall_with_durations_gaps_and_folded_repeats
     assert "7 more identical failing calls" in svg.texts("text.label")
     assert "7 identical failing calls folded" in svg["aria-label"]
     assert doc.one("#waterfall-text").texts("li")[1].startswith("steps 2–8: 7 more identical failing calls")
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        pytest.param(lambda: [flaky(1), final_step(2)], id="short"),
+        pytest.param(lambda: [flaky(i, order=str(i)) for i in range(1, 51)], id="one window"),
+        pytest.param(lambda: [flaky(i, order=str(i)) for i in range(1, 52)], id="one more than a window"),
+        pytest.param(lambda: [flaky(i) for i in range(1, 300)], id="folded beyond the window"),
+        pytest.param(lambda: [flaky(i, order=str(i % 2)) for i in range(1, 300)], id="more than 50 rows"),
+    ],
+)
+def test_the_picture_drawn_from_the_timelines_steps_is_the_one_read_alone(steps, django_assert_max_num_queries):
+    run = RunFactory(step_count=0)
+    events = steps()
+    steps_add(run, events)
+    Run.objects.filter(pk=run.pk).update(step_count=len(events))
+    run.refresh_from_db()
+    alone = selectors.run_waterfall(run=run)
+    window = selectors.step_window_first(run=run)
+    with django_assert_max_num_queries(1):  # the steps after the window's, only when the rows are not full
+        from_window = selectors.run_waterfall(run=run, window=window)
+    assert from_window.svg == alone.svg
+    assert from_window.summary == alone.summary
+    assert [r.summary for r in from_window.rows] == [r.summary for r in alone.rows]
 
 
 def test_a_tool_name_from_a_trace_is_drawn_as_text(admin_client):
