@@ -338,6 +338,36 @@ STEP_WINDOW = 50
 STEP_TAIL = 10
 
 
+class StepRow(NamedTuple):
+    """One step of the timeline (``timeline_tags.step_item``), which the picture of the run reads too:
+    the columns it shows (``STEP_ROW_FIELDS``), read as tuples. Fifty steps built as model instances
+    cost a quarter of the window's query more."""
+
+    index: int
+    kind: str
+    tool_name: str
+    input: Any
+    attempts: list
+    result_content: Any
+    is_error: bool
+    category: str
+    retryable: bool | None
+    retry_count: int
+    latency_ms: float
+    input_tokens: int
+    output_tokens: int
+    text: str
+    api_stop_reason: str
+    model_attempts: list
+
+
+STEP_ROW_FIELDS = StepRow._fields
+
+
+def _step_rows(steps: QuerySet[Step]) -> list[StepRow]:
+    return [StepRow._make(values) for values in steps.values_list(*STEP_ROW_FIELDS)]
+
+
 @dataclass
 class StepGap:
     """Steps the timeline does not show yet: those after index ``after`` and before ``before`` (None:
@@ -366,11 +396,11 @@ class StepWindow:
     """What the timeline shows: ``gap_before``, ``steps``, ``gap_after``, then ``tail`` (a live run's
     newest steps, after a gap). Each gap is a control that loads its next ``STEP_WINDOW`` steps."""
 
-    steps: list[Step]
+    steps: list[StepRow]
     gap_before: StepGap | None = None
     gap_after: StepGap | None = None
-    tail: list[Step] = field(default_factory=list)
-    following: Step | None = None  # the step after ``steps``, read to know that more follow
+    tail: list[StepRow] = field(default_factory=list)
+    following: StepRow | None = None  # the step after ``steps``, read to know that more follow
 
     @property
     def last_index(self) -> int:
@@ -391,7 +421,7 @@ def step_window(*, run: Run, after: int = 0, before: int | None = None, at: int 
     rows = run.steps.filter(index__gte=first)
     if before is not None:
         rows = rows.filter(index__lt=before)
-    steps = list(rows.order_by("index")[: STEP_WINDOW + 1])
+    steps = _step_rows(rows.order_by("index")[: STEP_WINDOW + 1])
     shown = steps[:STEP_WINDOW]
     if not shown:
         return StepWindow(steps=[])
@@ -409,7 +439,7 @@ def step_window_first(*, run: Run, at: int = 0) -> StepWindow:
     queries at most, whatever the number of steps."""
     if not run.is_active:
         return step_window(run=run, at=at)
-    tail = list(run.steps.order_by("-index")[:STEP_TAIL])[::-1]
+    tail = _step_rows(run.steps.order_by("-index")[:STEP_TAIL])[::-1]
     if not tail:
         return StepWindow(steps=[])
     before = tail[0].index
@@ -422,7 +452,7 @@ def step_window_new(*, run: Run, after: Any) -> StepWindow:
     """The live poll's steps: those recorded after index ``after``; when more than ``STEP_WINDOW``
     arrived, the newest ``STEP_TAIL`` behind a gap. One query, whatever the number of new steps."""
     after = index_or_zero(after)
-    newest = list(run.steps.filter(index__gt=after).order_by("-index")[: STEP_WINDOW + 1])[::-1]
+    newest = _step_rows(run.steps.filter(index__gt=after).order_by("-index")[: STEP_WINDOW + 1])[::-1]
     if len(newest) <= STEP_WINDOW:
         return StepWindow(steps=newest)
     tail = newest[-STEP_TAIL:]
@@ -431,8 +461,9 @@ def step_window_new(*, run: Run, after: Any) -> StepWindow:
 
 
 def run_reruns(*, run: Run) -> list[Run]:
-    """The runs queued to re-run ``run`` after it was interrupted (none while it is active)."""
-    if run.is_active:
+    """The runs queued to re-run ``run`` after it was interrupted (``execution``: only an interrupted
+    run is re-run; no query for any other)."""
+    if run.stop_reason != Run.StopReason.INTERRUPTED:
         return []
     return list(run.reruns.only("pk", "status").order_by("id"))
 
@@ -476,7 +507,7 @@ def run_waterfall(*, run: Run, window: StepWindow | None = None) -> Waterfall:
     full, so a long run's later steps are neither fetched nor decoded. ``window``: the timeline's steps
     of an ended run, already read; when they start at the first step the picture starts with them, and
     asks for the steps after them only if its rows are not full yet (one query at most)."""
-    known: list[Step] = []
+    known: list[StepRow] = []
     whole = False
     if window is not None and not run.is_active and window.steps and window.steps[0].index == 1:
         known = [*window.steps, *([window.following] if window.following else [])]
@@ -484,7 +515,7 @@ def run_waterfall(*, run: Run, window: StepWindow | None = None) -> Waterfall:
     return waterfall.waterfall_build(steps=_steps_from(run=run, known=known, whole=whole), step_count=run.step_count)
 
 
-def _steps_from(*, run: Run, known: list[Step], whole: bool) -> Iterator[Step]:
+def _steps_from(*, run: Run, known: list[StepRow], whole: bool) -> Iterator[StepRow | Step]:
     """``known`` (the run's first steps, in order; ``whole``: all of them), then the steps after them
     from the database, asked for only when the reader wants more."""
     yield from known
@@ -495,9 +526,13 @@ def _steps_from(*, run: Run, known: list[Step], whole: bool) -> Iterator[Step]:
     yield from rest[: waterfall.MAX_STEPS - len(known)].iterator(chunk_size=WATERFALL_CHUNK)
 
 
+# What the run page's "Same scenario, other policies" shows of each: a link, the backend badge, status, verdict.
+PEER_FIELDS = ("id", "policy_name", "status", "verdict", "source", "source_detail", "model_backend", "model_name")
+
+
 def run_other_policies(*, run: Run) -> list[Run]:
     """The same scenario under each other policy (``run_policy_peers``), by policy name."""
-    return run_policy_peers(runs=[run])[run.pk]
+    return run_policy_peers(runs=[run], fields=PEER_FIELDS)[run.pk]
 
 
 # How a peer was found, best first: its ``pairing`` attribute.
@@ -553,11 +588,12 @@ def _newest_per_policy(*, scenarios: list[str], finished: bool) -> dict[tuple[st
         return {(scenario, policy): pk for scenario, policy, pk in cursor.fetchall() if pk is not None}
 
 
-def run_policy_peers(*, runs: list[Run], finished: bool = False) -> dict[int, list[Run]]:
+def run_policy_peers(*, runs: list[Run], finished: bool = False, fields: Iterable[str] = ()) -> dict[int, list[Run]]:
     """For each run, one run of its scenario under each other policy, ordered by policy name, each with
     a ``pairing`` (``PAIRINGS``): from the run's own experiment and repeat when there is one (the newest
     re-run standing in for a run that was re-run), else from its experiment, else the newest anywhere.
-    ``finished``: only runs that have ended. Three queries, whatever the number of runs."""
+    ``finished``: only runs that have ended; ``fields``: the only columns read of each (default: all
+    but ``HEAVY_FIELDS``). Three queries, whatever the number of runs."""
     scenarios = {r.scenario for r in runs if r.scenario}
     out: dict[int, list[Run]] = {r.pk: [] for r in runs}
     if not scenarios:
@@ -598,7 +634,8 @@ def run_policy_peers(*, runs: list[Run], finished: bool = False) -> dict[int, li
                 picks.append((policy, newest[(scenario, policy)], PAIRINGS[2]))
         chosen[run.pk] = sorted(picks)
     wanted = {pk for picks in chosen.values() for _, pk, _ in picks}
-    fetched = {r.pk: r for r in Run.objects.defer(*HEAVY_FIELDS).filter(id__in=wanted)} if wanted else {}
+    peers = Run.objects.only(*fields) if fields else Run.objects.defer(*HEAVY_FIELDS)
+    fetched = {r.pk: r for r in peers.filter(id__in=wanted)} if wanted else {}
     for run_pk, picks in chosen.items():
         for _, pk, pairing in picks:
             peer = copy(fetched[pk])

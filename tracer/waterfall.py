@@ -124,6 +124,10 @@ class Row:
         parts.append(f"{self.duration_text} in all, from {seconds_text(self.start_s)}")
         return "; ".join(parts)
 
+    @cached_property  # the row's name and title in the picture, and its line in words
+    def summary_html(self) -> str:
+        return escape(self.summary)
+
 
 @dataclass
 class Tick:
@@ -197,7 +201,7 @@ class Waterfall:
                     f"<title>{title}</title></rect>"
                 )
         classes = "row" + (" folded" if row.folded else "") + (" failed" if row.failed else "")
-        summary = escape(row.summary)
+        summary = row.summary_html
         return (
             f'<g class="{classes}" role="img" aria-label="{summary}" data-steps="{row.first}-{row.last}">'
             f"<title>{summary}</title>"
@@ -207,6 +211,11 @@ class Waterfall:
             f"{escape(row.duration_text)}</text>"
             "</g>"
         )
+
+    @property
+    def text_html(self) -> SafeString:
+        """The picture in words: each row's ``summary`` as a list item, escaped."""
+        return mark_safe("".join(f"<li>{row.summary_html}</li>" for row in self.rows))  # escaped
 
     @property
     def summary(self) -> str:

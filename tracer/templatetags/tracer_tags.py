@@ -286,6 +286,13 @@ def _run_url(prefix: str) -> str:
     return reverse("tracer:run", args=[4242424242]).replace("4242424242", "{}")
 
 
+@register.filter
+def run_url(pk: Any) -> str:
+    """The page of run ``pk``, as ``{% url 'tracer:run' pk %}`` writes it, without a ``reverse`` each time
+    (a list of runs on a page reversed once per run)."""
+    return _run_url(get_script_prefix()).format(int(pk))
+
+
 @register.simple_tag(takes_context=True)
 def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     """One row of the runs list (its ``<tr id="run-row-N">``), made in one call: fifty rows through
