@@ -6,9 +6,11 @@ database), plus a starter and a structured run of the same scenario at 50, 500 a
 At each size it asks, in-process with Django's test client (logged in, DEBUG off, ``Accept-Encoding:
 gzip`` as a browser sends it), each case ``--requests`` times after ``--warmup`` and takes the p50:
 the runs list's latest 50, the run page at each step count, the next 50 steps a gap loads, and the
-compare of the two runs at each step count. Each figure's ratio is to the baseline measured in the
-same run: the run page of the 50-step run at the smallest size. ``growth`` is a case's p50 at the
-largest size over its p50 at the smallest: nothing should grow with the number of runs.
+compare of the two runs at each step count; and the median CPU time of this process per request
+(Django's, and SQLite's, which runs in the process; PostgreSQL's server work is not in it). Each
+figure's ratio is to the baseline measured in the same run: the run page of the 50-step run at the
+smallest size. ``growth`` is a case's p50 at the largest size over its p50 at the smallest: nothing
+should grow with the number of runs.
 
     .venv/bin/python tests/bench/bench_scale.py [--sizes 1000,10000,100000] [--backend sqlite|postgres|both]
         [--requests 20] [--write-docs] [--profile CASE]
@@ -108,17 +110,19 @@ def time_case(client, url: str, headers: dict, *, requests: int, warmup: int) ->
         if response.status_code != 200:
             raise SystemExit(f"{url}: HTTP {response.status_code}")
     each_s = (time.perf_counter() - t0) / max(warmup, 1)
-    times = []
+    times, cpu = [], []
     for _ in range(max(3, min(requests, int(SECONDS_PER_CASE / each_s)))):  # a slow case: fewer requests
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         client.get(url, headers=headers)
         times.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url, headers=headers)
     queries = len(ctx.captured_queries)  # before the next request, which clears the query log
     plain = client.get(url, headers={k: v for k, v in headers.items() if k != "Accept-Encoding"})
     return {
         "p50": statistics.median(times),
+        "cpu": statistics.median(cpu),  # this process's CPU: the app's, and SQLite's (PostgreSQL's server is apart)
         "p95": sorted(times)[max(0, round(0.95 * len(times)) - 1)],
         "queries": queries,
         "kb": len(plain.content) / 1024,
@@ -152,10 +156,11 @@ def one_backend(args) -> dict:
 
 
 def table(results: dict[str, dict]) -> list[str]:
-    """One Markdown table: a row per case and database, its p50 at each size, its ratio to the baseline
-    at the largest size, its growth from the smallest size to the largest, queries and KB sent."""
+    """One Markdown table: a row per case and database, its p50 at each size, p95 and CPU per request at
+    the largest size, its ratio to the baseline there, its growth from the smallest size to the
+    largest, queries and KB sent."""
     sizes = sorted(int(s) for s in next(iter(results.values()))["sizes"])
-    head = ["case", "database", *(f"{s:,} runs ms" for s in sizes), "p95 ms", "× baseline", "growth"]
+    head = ["case", "database", *(f"{s:,} runs ms" for s in sizes), "p95 ms", "CPU ms", "× baseline", "growth"]
     head += ["queries", "KB (gzip)"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     labels = list(next(iter(results.values()))["sizes"][str(sizes[0])])
@@ -165,7 +170,7 @@ def table(results: dict[str, dict]) -> list[str]:
             base = backend["sizes"][str(sizes[0])][BASELINE]["p50"]
             big, small = by_size[sizes[-1]], by_size[sizes[0]]
             name = "SQLite" if backend["database"] == "sqlite" else "PostgreSQL"
-            row = [label, name, *(f"{by_size[s]['p50']:.1f}" for s in sizes), f"{big['p95']:.1f}"]
+            row = [label, name, *(f"{by_size[s]['p50']:.1f}" for s in sizes), f"{big['p95']:.1f}", f"{big['cpu']:.1f}"]
             row += [f"{big['p50'] / base:.2f}", f"{big['p50'] / max(small['p50'], 1e-3):.2f}"]
             gz = f"{big['kb']:.0f} ({big['gz_kb']:.0f})" if big["gzip"] else f"{big['kb']:.0f} (not compressed)"
             row += [str(big["queries"]), gz]
