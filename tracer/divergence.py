@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from agents.policies import RETRY_FLAG_PATHS, Policy
@@ -36,7 +37,18 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-@dataclass(frozen=True)
+def same_key(value: Any) -> bytes | str:
+    """What two JSON values are compared on here: equal values have equal keys, as with ``canonical``,
+    made by orjson (a compare makes one per step and per attempt: ``json`` was a fifth of its time).
+    What orjson refuses (an integer beyond 64 bits, a key that is not a string) falls back to
+    ``canonical``; an equal value falls back alike, so the two never meet."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return canonical(value)
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """One attempt's outcome as the harness reported it under a policy's error format."""
 
@@ -56,7 +68,7 @@ def attempt_outcome(
     if not failed:
         if attempt.get("empty"):
             return Outcome(True, "empty result", ("empty",))
-        return Outcome(True, "ok", ("ok", canonical(attempt.get("content"))))
+        return Outcome(True, "ok", ("ok", same_key(attempt.get("content"))))
     message = attempt.get("message") or ("nothing found" if attempt.get("empty") else "")
     # An unknown error format (an imported run's) shows everything the attempt says, as structured does.
     if error_format == ErrorFormat.BARE:
@@ -80,10 +92,10 @@ def step_signature(step: Mapping[str, Any]) -> tuple:
         return (StepKind.FINAL_ANSWER,)
     if step.get("kind") == StepKind.MODEL_STOP:
         return (StepKind.MODEL_STOP, step.get("api_stop_reason") or "", step.get("tool_name") or "")
-    return (StepKind.TOOL_USE, step.get("tool_name") or "", canonical(step.get("input")))
+    return (StepKind.TOOL_USE, step.get("tool_name") or "", same_key(step.get("input")))
 
 
-@dataclass
+@dataclass(slots=True)
 class AttemptRow:
     number: int
     left: Mapping[str, Any] | None
@@ -100,21 +112,51 @@ class AttemptRow:
         return self.left_outcome.key != self.right_outcome.key
 
 
-@dataclass
+_NO_FORMAT: Mapping[str, Any] = {}
+
+
+@dataclass(slots=True)
 class StepRow:
+    """One aligned place: each run's step (None: a gap), and their attempts side by side (``attempts``,
+    made when first read: a long compare reads the attempts of the rows it checks, folds or shows)."""
+
     left: Mapping[str, Any] | None
     right: Mapping[str, Any] | None
-    attempts: list[AttemptRow] = field(default_factory=list)
+    number: int = 0  # 1-based, the "aligned step" the page names
+    left_signature: int | None = None  # each side's ``step_signature`` as ``align`` numbered it (None: no step)
+    right_signature: int | None = None
     is_split: bool = False
     is_cause: bool = False
     left_ended: bool = False  # run A has no step here or after: it had ended
     right_ended: bool = False
     left_stopped: str = ""  # run A's last step, where a fatal error or a crash ended it: which
     right_stopped: str = ""
+    same: bool = False  # the same step and outcomes in both runs, neither the split nor the cause (``stretches``)
+    formats: tuple[Mapping[str, Any], Mapping[str, Any]] = (_NO_FORMAT, _NO_FORMAT)  # each run's, for outcomes
+    _attempts: list[AttemptRow] | None = None
+    _key: tuple | None = None
 
     @property
     def is_gap(self) -> bool:
         return self.left is None or self.right is None
+
+    @property
+    def attempts(self) -> list[AttemptRow]:
+        if self._attempts is None:
+            self._attempts = _attempt_rows(self, *self.formats)
+        return self._attempts
+
+    @property
+    def signatures(self) -> tuple[int | None, int | None]:
+        """What each side did, numbered by ``align``: equal numbers, equal ``step_signature``s."""
+        return self.left_signature, self.right_signature
+
+    @property
+    def key(self) -> tuple:
+        """What the row shows: each side's step and outcomes (a repeat of a row has the same key)."""
+        if self._key is None:
+            self._key = _row_key(self)
+        return self._key
 
 
 @dataclass(frozen=True)
@@ -245,18 +287,25 @@ def align(left: Sequence[Mapping[str, Any]], right: Sequence[Mapping[str, Any]])
 
     The common prefix is paired first, so a gap appears where the runs part, not before.
     """
-    sig_a, sig_b = [step_signature(s) for s in left], [step_signature(s) for s in right]
+    ids: dict[tuple, int] = {}  # each signature as a number, cheaper to match and compare than the tuple
+    sig_a = [ids.setdefault(step_signature(s), len(ids)) for s in left]
+    sig_b = [ids.setdefault(step_signature(s), len(ids)) for s in right]
     prefix = 0
     while prefix < min(len(sig_a), len(sig_b)) and sig_a[prefix] == sig_b[prefix]:
         prefix += 1
-    rows = [StepRow(left[k], right[k]) for k in range(prefix)]
+    rows = [StepRow(left[k], right[k], left_signature=sig_a[k], right_signature=sig_b[k]) for k in range(prefix)]
     matcher = SequenceMatcher(a=sig_a[prefix:], b=sig_b[prefix:], autojunk=False)
     for op, a0, a1, b0, b1 in matcher.get_opcodes():
         a0, a1, b0, b1 = a0 + prefix, a1 + prefix, b0 + prefix, b1 + prefix
         paired = min(a1 - a0, b1 - b0) if op in ("equal", "replace") else 0
-        rows.extend(StepRow(left[a0 + k], right[b0 + k]) for k in range(paired))
-        rows.extend(StepRow(left[k], None) for k in range(a0 + paired, a1))
-        rows.extend(StepRow(None, right[k]) for k in range(b0 + paired, b1))
+        rows.extend(
+            StepRow(left[a0 + k], right[b0 + k], left_signature=sig_a[a0 + k], right_signature=sig_b[b0 + k])
+            for k in range(paired)
+        )
+        rows.extend(StepRow(left[k], None, left_signature=sig_a[k]) for k in range(a0 + paired, a1))
+        rows.extend(StepRow(None, right[k], right_signature=sig_b[k]) for k in range(b0 + paired, b1))
+    for number, row in enumerate(rows, start=1):
+        row.number = number
     return rows
 
 
@@ -311,7 +360,7 @@ def _split_in(rows: list[StepRow], index: int, stops: Mapping[str, str]) -> Spli
         return None
     if a.get("tool_name") != b.get("tool_name"):
         return Split(index, None, "tool", f"Run A called {a.get('tool_name')}; run B called {b.get('tool_name')}.")
-    if canonical(a.get("input")) != canonical(b.get("input")):
+    if rows[index].left_signature != rows[index].right_signature:  # the same tool: its input differs
         return Split(index, None, "input", f"Both called {a.get('tool_name')}, with different input.")
     n_a, n_b = len(a.get("attempts") or []), len(b.get("attempts") or [])
     if n_a != n_b:
@@ -618,16 +667,28 @@ FOLD_SAME_AT = 5  # a stretch of this many rows the same in both runs keeps its 
 
 def _row_key(row: StepRow) -> tuple:
     """What a row shows: each side's step and outcomes (a repeat of a row has the same key)."""
+    left, right = row.signatures
 
-    def side(step, outcomes):
-        if step is None:
+    def side(signature, outcomes):
+        if signature is None:
             return None
-        return (step_signature(step), tuple(o.key for o in outcomes if o is not None))
+        return (signature, tuple(o.key for o in outcomes if o is not None))
 
     return (
-        side(row.left, [a.left_outcome for a in row.attempts]),
-        side(row.right, [a.right_outcome for a in row.attempts]),
+        side(left, [a.left_outcome for a in row.attempts]),
+        side(right, [a.right_outcome for a in row.attempts]),
     )
+
+
+def _same_in_both(row: StepRow) -> bool:
+    """The same step and outcomes in both runs (its attempts are read only when the steps are alike)."""
+    left, right = row.signatures
+    return _plain(row) and left is not None and left == right and row.key[0] == row.key[1]
+
+
+def _repeats(row: StepRow, first: StepRow) -> bool:
+    """``row`` shows what ``first`` shows (their attempts are read only when their steps are alike)."""
+    return _plain(row) and row.signatures == first.signatures and row.key == first.key
 
 
 def _plain(row: StepRow) -> bool:
@@ -653,15 +714,17 @@ def stretches(rows: list[StepRow]) -> list[Stretch]:
     """The rows as the page shows them: a row repeated (same steps, same outcomes) ``FOLD_REPEATS_AT``
     times or more after itself folds its repeats behind one line ("6 more identical failing calls of
     free_slots in run A…"); a stretch of ``FOLD_SAME_AT`` or more rows the same in both runs folds all
-    but its first and last. The split and the cause are never folded. Each row's key is made once."""
-    keys = [_row_key(row) for row in rows]
-    same = [_plain(row) and key[0] is not None and key[0] == key[1] for row, key in zip(rows, keys, strict=True)]
+    but its first and last. The split and the cause are never folded. Each row's key is made once, when
+    its steps are alike (another row's, or the other run's), and whether it is the same in both runs
+    kept as its ``same``."""
+    same = [_same_in_both(row) for row in rows]
+    for row, alike in zip(rows, same, strict=True):
+        row.same = alike
     out: list[Stretch] = []
     i = 0
     while i < len(rows):
-        key = keys[i]
         j = i + 1
-        while j < len(rows) and _plain(rows[j]) and keys[j] == key:
+        while j < len(rows) and _repeats(rows[j], rows[i]):
             j += 1
         if j - i - 1 >= FOLD_REPEATS_AT:
             out += [Stretch([rows[i]]), Stretch(rows[i + 1 : j], _repeats_label(rows[i + 1 : j]))]
@@ -699,20 +762,19 @@ def run_divergence(
     """
     a = _Side("A", left_policy or {}, left_stop)
     b = _Side("B", right_policy or {}, right_stop)
-    formats = [
+    formats = tuple(
         {
             "error_format": side.settings.get("error_format") or "",
             "empty_is_error": bool(side.settings.get("empty_is_error")),
             "swallow_errors": bool(side.settings.get("swallow_errors")),
         }
         for side in (a, b)
-    ]
+    )
     rows = align(left, right)
-    for row in rows:
-        row.attempts = _attempt_rows(row, formats[0], formats[1])
     left_last = max((i for i, row in enumerate(rows) if row.left is not None), default=-1)
     right_last = max((i for i, row in enumerate(rows) if row.right is not None), default=-1)
     for i, row in enumerate(rows):
+        row.formats = formats
         row.left_ended, row.right_ended = i > left_last, i > right_last
     if left_last >= 0:
         rows[left_last].left_stopped = _ENDED_ON_FAILURE.get(left_stop, "")

@@ -164,22 +164,41 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@fragments
 def compare(request: HttpRequest) -> HttpResponse:
     """Two runs side by side. Without their ids (or with a wrong one), a picker of recent runs by
-    scenario, and what was wrong: a field left out, an id that is not a number, a run that is not there."""
+    scenario, and what was wrong: a field left out, an id that is not a number, a run that is not there.
+    The aligned steps are windowed (``tracer/compare_lines.py``): ``?at=N`` adds the lines that hold
+    aligned row N, and a gap (``row-gap-N``) is asked for its rows after ``?after=`` and before ``?before=``
+    (``&plain=1``: a fold's, unfolded), from the one holding ``?at=``."""
     form = CompareForm(request.GET or None)
     context: dict = {"form": form}
     status = 200
+    gap = (request.htmx.target or "").startswith("row-gap-")
     if form.is_valid():
         a_id, b_id = form.cleaned_data["a"], form.cleaned_data["b"]
+        at = selectors.index_or_zero(request.GET.get("at"))
         try:
-            context["cmp"] = selectors.run_compare(a_id=a_id, b_id=b_id)
+            if gap:
+                cmp = selectors.run_compare_rows(
+                    a_id=a_id,
+                    b_id=b_id,
+                    after=selectors.index_or_zero(request.GET.get("after")),
+                    before=selectors.index_or_zero(request.GET.get("before")) or None,
+                    at=at,
+                    plain=request.GET.get("plain") == "1",
+                )
+                context = {"cmp": cmp, "a": cmp.a, "b": cmp.b, "d": cmp.divergence}
+                return render(request, "tracer/compare.html#aligned-lines", context)
+            context["cmp"] = selectors.run_compare(a_id=a_id, b_id=b_id, at=at)
         except Http404:
             missing = selectors.run_ids_missing(ids=[a_id, b_id])
             for name, pk in (("a", a_id), ("b", b_id)):
                 if pk in missing:
                     form.add_error(name, f"there is no run #{pk}")
             status = 404
+    elif gap:
+        status = 400
     cmp = context.get("cmp")
     context["choices"] = selectors.compare_choices(include=[cmp.a, cmp.b] if cmp else [])
     return render(request, "tracer/compare.html", context, status=status)

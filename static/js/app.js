@@ -206,20 +206,32 @@ function reopenDetails() {
 document.addEventListener("htmx:afterSwap", reopenDetails);
 document.addEventListener("htmx:afterSettle", reopenDetails);
 
-// [data-step-gap] (a long run's timeline, windowed): a link to a step the page does not show yet
-// (#step-480, #sub-agents-480) loads the window that holds it into its gap, then scrolls to it.
+// [data-step-gap] (a long run's timeline, windowed) and [data-row-gap] (compare's aligned steps): a
+// link to a step the page does not show yet (#step-480, #sub-agents-480; #row-480, an aligned step)
+// loads the window that holds it into its gap, then scrolls to it; one in a closed fold opens it.
+function revealLinked(id) {
+  const target = document.getElementById(id);
+  const fold = target?.closest("details:not([open])");
+  if (fold) fold.open = true;
+  target?.scrollIntoView();
+}
 function showLinkedStep() {
-  const match = /^#(?:step|sub-agents)-(\d+)$/.exec(location.hash);
-  if (!match || document.getElementById(location.hash.slice(1))) return;
-  const index = Number(match[1]);
-  const gap = [...document.querySelectorAll("[data-step-gap]")].find(
+  const match = /^#(step|sub-agents|row)-(\d+)$/.exec(location.hash);
+  if (!match) return;
+  const id = location.hash.slice(1);
+  if (document.getElementById(id)) {
+    if (match[1] === "row") revealLinked(id);
+    return;
+  }
+  const index = Number(match[2]);
+  const gap = [...document.querySelectorAll(match[1] === "row" ? "[data-row-gap]" : "[data-step-gap]")].find(
     (g) => Number(g.dataset.first) <= index && index <= Number(g.dataset.last),
   );
   const link = gap?.querySelector("[hx-get]");
   if (!link || !window.htmx) return;
   htmx
     .ajax("GET", `${link.getAttribute("hx-get")}&at=${index}`, { target: gap, swap: "outerHTML" })
-    .then(() => document.getElementById(location.hash.slice(1))?.scrollIntoView());
+    .then(() => revealLinked(id));
 }
 document.addEventListener("DOMContentLoaded", showLinkedStep);
 window.addEventListener("hashchange", showLinkedStep);

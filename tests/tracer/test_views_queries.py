@@ -6,6 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, run_with_steps, steps_grow
+from tests.tracer.test_compare_window import parted
 from tracer import tokens
 from tracer.models import Run
 
@@ -65,6 +66,21 @@ def test_compare_costs_the_same_for_5_and_500_steps(admin_client):
     steps_grow(a, 500)
     steps_grow(b, 500)
     assert queries(admin_client, url) == five
+
+
+def test_a_compare_gap_costs_the_same_for_100_and_1000_steps(admin_client):
+    a, b = parted(steps=100, split_at=60)
+    big_a, big_b = parted(steps=1000, split_at=60)
+    headers = {**HTMX, "HX-Target": "row-gap-71"}
+    url = reverse("tracer:compare") + "?a={}&b={}&after=70&before=1001"
+    hundred = queries(admin_client, url.format(a.pk, b.pk), headers=headers)
+    assert queries(admin_client, url.format(big_a.pk, big_b.pk), headers=headers) == hundred
+
+
+def test_a_compare_split_far_down_costs_the_same_for_500_and_5000_steps(admin_client):
+    url = reverse("tracer:compare") + "?a={}&b={}"
+    five_hundred = queries(admin_client, url.format(*(r.pk for r in parted(steps=500, split_at=400))))
+    assert queries(admin_client, url.format(*(r.pk for r in parted(steps=5000, split_at=4000)))) == five_hundred
 
 
 def test_the_run_list_costs_the_same_for_5_and_50_runs_of_5_and_500_steps(admin_client):
