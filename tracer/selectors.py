@@ -281,15 +281,29 @@ def run_page(*, runs: QuerySet[Run], page: Any, per_page: int, searched: bool = 
     ``runs`` as ``RunRow``s, in two queries: the page and one more run (are there older ones?), and
     the count up to ``RUN_COUNT_CAP`` + 1 (``SEARCH_COUNT_CAP`` + 1 for a search); two more when a run
     on the page is reviewed (``run_rows``)."""
-    cap = SEARCH_COUNT_CAP if searched else RUN_COUNT_CAP
+    counted = run_count(runs=runs, searched=searched, per_page=per_page)
     number = index_or_zero(page) or 1
-    count = runs.order_by()[: cap + 1].count()
-    if count <= cap:
-        number = min(number, max(1, -(-count // per_page)))
+    if counted.counted_all:
+        number = min(number, counted.num_pages)
     start = (number - 1) * per_page
     rows = run_rows(runs, start=start, stop=start + per_page + 1)
     more = len(rows) > per_page
-    return RunPage(runs=rows[:per_page], number=number, count=count, per_page=per_page, has_next=more, count_cap=cap)
+    return RunPage(
+        runs=rows[:per_page],
+        number=number,
+        count=counted.count,
+        per_page=per_page,
+        has_next=more,
+        count_cap=counted.count_cap,
+    )
+
+
+def run_count(*, runs: QuerySet[Run], searched: bool = False, per_page: int = 50) -> RunPage:
+    """How many runs ``runs`` has, counted up to ``RUN_COUNT_CAP`` + 1 (``SEARCH_COUNT_CAP`` + 1 for a
+    search), as an empty first page (what the list says above its table), in one query."""
+    cap = SEARCH_COUNT_CAP if searched else RUN_COUNT_CAP
+    count = runs.order_by()[: cap + 1].count()
+    return RunPage(runs=[], number=1, count=count, per_page=per_page, has_next=False, count_cap=cap)
 
 
 def run_rows(runs: QuerySet[Run], *, start: int = 0, stop: int | None = None) -> list[RunRow]:
@@ -297,7 +311,11 @@ def run_rows(runs: QuerySet[Run], *, start: int = 0, stop: int | None = None) ->
     tuples (a page of 50 runs built as model instances with their reviews joined cost 3 ms of CPU, as
     tuples 1 ms), and the reviews of those reviewed, with their reviewer and tags, in two queries more
     when there are any."""
-    values = list(runs.prefetch_related(None).values_list(*ROW_FIELDS, "review__id")[start:stop])
+    return _rows_of(list(runs.prefetch_related(None).values_list(*ROW_FIELDS, "review__id")[start:stop]))
+
+
+def _rows_of(values: list[tuple]) -> list[RunRow]:
+    """``RunRow``s of tuples of ``ROW_FIELDS`` and the review's id, with the reviews there are."""
     reviewed = [v[-1] for v in values if v[-1] is not None]
     reviews = {}
     if reviewed:
@@ -308,17 +326,61 @@ def run_rows(runs: QuerySet[Run], *, start: int = 0, stop: int | None = None) ->
 
 def run_version(run: Run | RunRow) -> str:
     """What the list's live poll compares: a row changes when its run records a step or ends."""
-    return f"{run.pk}.{run.step_count}.{run.status}"
+    return _version(run.pk, run.step_count, run.status)
 
 
-def run_rows_changed(*, versions: dict[int, str]) -> tuple[list[RunRow], list[RunRow]]:
-    """Of the runs ``versions`` names (id: ``run_version`` as the page shows it), those whose row
-    changed since, newest first, and those still active (whose versions the next poll sends), in two
-    queries whatever their number (the runs, their review tags)."""
-    if not versions:
-        return [], []
-    runs = run_rows(Run.objects.filter(pk__in=list(versions)).order_by("-id"))
-    return [r for r in runs if run_version(r) != versions[r.pk]], [r for r in runs if r.is_active]
+def _version(pk: int, step_count: int, status: str) -> str:
+    return f"{pk}.{step_count}.{status}"
+
+
+@dataclass
+class RunsLive:
+    """What the runs list's live poll found: of the runs it named, the rows of those that ``changed``
+    since the page showed them and the ``active`` ones' versions (what the next poll names), newest
+    first; and when it watches for new runs, the ``newest`` top-level run's id (0: none yet)."""
+
+    changed: list[RunRow]
+    active: list[str]
+    newest: int | None = None
+
+
+# The poll's first question, in plain SQL (the ORM took longer to build it than a poll that finds
+# nothing should cost): each named run's version, and the newest top-level run's id (the primary key
+# read backwards to the first that is no sub-agent).
+_NEWEST_TOP_LEVEL_SQL = "SELECT id FROM tracer_run WHERE parent_id IS NULL ORDER BY id DESC LIMIT 1"
+_VERSIONS_SQL = "SELECT r.id, r.step_count, r.status{newest} FROM tracer_run r WHERE r.id IN ({ids}) ORDER BY r.id DESC"
+
+
+def run_rows_changed(*, versions: dict[int, str], watch: bool = False) -> RunsLive:
+    """Of the runs ``versions`` names (id: ``run_version`` as the page shows it), the rows of those
+    that changed since and the versions of those still active; with ``watch``, also the newest
+    top-level run's id. One query when nothing changed, whatever it names and watches; one more for
+    the rows that changed (two more when one of them is reviewed)."""
+    found, newest = [], None
+    with connection.cursor() as cursor:
+        if versions:
+            placeholders = ", ".join(["%s"] * len(versions))
+            sql = _VERSIONS_SQL.format(
+                newest=f", ({_NEWEST_TOP_LEVEL_SQL}) AS newest" if watch else "", ids=placeholders
+            )
+            cursor.execute(sql, list(versions))
+            found = cursor.fetchall()
+            newest = found[0][3] if watch and found else None
+        if watch and newest is None:
+            cursor.execute(_NEWEST_TOP_LEVEL_SQL)
+            newest = next(iter(cursor.fetchone() or ()), 0)
+    current = [(row[0], _version(*row[:3]), row[2] != Run.Status.FINISHED) for row in found]
+    changed = [pk for pk, version, _ in current if version != versions[pk]]
+    rows = run_rows(Run.objects.filter(pk__in=changed).order_by("-id")) if changed else []
+    return RunsLive(changed=rows, active=[version for _, version, active in current if active], newest=newest)
+
+
+def run_rows_new(*, filters: dict[str, Any], after: int, newest: int, limit: int) -> list[RunRow]:
+    """The top-level runs ``filters`` match (``run_list``'s) among those after id ``after`` up to
+    ``newest``, newest first, at most ``limit``: read in that range of ids (of the primary key, the
+    filter's index or the search's), so the cost is the new runs', however many came before."""
+    runs = search.newest_between(run_list(filters=filters), after=after, upto=newest)
+    return run_rows(runs, stop=limit)
 
 
 def run_get(*, pk: int) -> Run:

@@ -53,7 +53,8 @@ fragments = vary_on_headers("HX-Request", "HX-Target")
 @fragments
 def run_list(request: HttpRequest) -> HttpResponse:
     """Runs filtered, searched and sorted as the query string says, a page of 50; ``run-table`` and
-    ``run-rows`` are its fragments. While a shown run is active, ``run_rows_live`` refreshes its row."""
+    ``run-rows`` are its fragments. ``run_rows_live`` refreshes the rows of its active runs, and on the
+    first page in the default order brings in new runs that match at the top."""
     form = RunFilterForm(request.GET, **selectors.run_filter_values())
     form.is_valid()
     experiment = form.cleaned_data.get("experiment")
@@ -64,7 +65,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
     page = selectors.run_page(
         runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE, searched=bool(filters.get("q"))
     )
-    context = {"form": form, "page": page, "sort": sort, "live": _live_query([r for r in page if r.is_active])}
+    newest_first = page.number == 1 and sort == selectors.DEFAULT_RUN_SORT
+    after = max((run.pk for run in page), default=0) if newest_first else None
+    active = [selectors.run_version(run) for run in page if run.is_active]
+    context = {"form": form, "page": page, "sort": sort} | _live(request, active=active, after=after)
     if request.htmx.target == "run-rows":
         return render(request, "tracer/run_list.html#run-rows", context)
     if request.htmx.target == "run-table":
@@ -72,20 +76,34 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "tracer/run_list.html", context)
 
 
-def _live_query(runs: list[Run]) -> str:
-    """The live poll's query string: each active run's ``run_version`` (empty: nothing to poll)."""
-    return urlencode([("v", selectors.run_version(run)) for run in runs])
+# The list's filters, which its live poll carries to match new runs as the list does.
+LIVE_FILTERS = [name for name in RunFilterForm.base_fields if name != "sort"]
+
+
+def _live(request: HttpRequest, *, active: list[str], after: int | None) -> dict:
+    """The live poll's query string and how often it asks (``live`` empty: it does not). It names the
+    active runs by their ``run_version``; with ``after`` (the newest run the list shows) it watches for
+    newer runs too, with the list's filters as they were asked."""
+    query = [("v", version) for version in active[:RUNS_PER_PAGE]]
+    every = "1s" if query else "2s"  # rows to follow; else only new runs to watch for
+    if after is not None:
+        query += [(name, value) for name in LIVE_FILTERS for value in request.GET.getlist(name) if value]
+        query.append(("after", str(after)))
+    return {"live": urlencode(query), "live_every": every}
 
 
 LIVE_VERSION = re.compile(r"([1-9][0-9]{0,18})\.([0-9]{1,10})\.([a-z]{1,10})")
+LIVE_AFTER = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
 @login_required
 @require_GET
 def run_rows_live(request: HttpRequest) -> HttpResponse:
     """The runs list's live poll. ``?v=<id>.<steps>.<status>`` names each active run as the page shows
-    it; the answer is the rows of those that changed (out of band) and the next poller, which polls
-    only while one of them is still active. When nothing changed: 204, nothing sent, polling goes on."""
+    it; ``?after=<id>`` (the first page in the default order) asks too for runs newer than the newest
+    it shows that match its filters (the list's, in the query string). The answer is the rows of those
+    that changed (out of band), the new ones at the top, and the next poller. When nothing changed and
+    no run is new: 204, nothing sent, polling goes on."""
     values = request.GET.getlist("v")[:RUNS_PER_PAGE]
     versions = {}
     for value in values:
@@ -94,10 +112,28 @@ def run_rows_live(request: HttpRequest) -> HttpResponse:
             message = f"v: expected <run id>.<steps>.<status>, such as 12.3.running; got {value[:40]!r}"
             return render(request, "400.html", {"message": message}, status=400)
         versions[pk] = value
-    changed, active = selectors.run_rows_changed(versions=versions)
-    if not changed:
+    after = request.GET.get("after")
+    if after is not None and not (LIVE_AFTER.fullmatch(after) and int(after) <= ID_MAX):
+        message = (
+            f"after: expected the id of the newest run the list shows, a whole number (0: none); got {after[:40]!r}"
+        )
+        return render(request, "400.html", {"message": message}, status=400)
+    after = None if after is None else int(after)
+    live = selectors.run_rows_changed(versions=versions, watch=after is not None)
+    new, count = [], None
+    if after is not None and live.newest > after:
+        form = RunFilterForm(request.GET, **selectors.run_filter_values())
+        form.is_valid()
+        filters = form.filters()
+        new = selectors.run_rows_new(filters=filters, after=after, newest=live.newest, limit=RUNS_PER_PAGE)
+        new = [run for run in new if run.pk not in versions]
+        if new:  # the count above the table follows
+            count = selectors.run_count(runs=selectors.run_list(filters=filters), searched=bool(filters.get("q")))
+    elif not live.changed:
         return HttpResponse(status=204)
-    context = {"changed": changed, "live": _live_query(active)}
+    context = {"changed": live.changed, "new": new, "count": count, "emptied": after == 0}
+    active = [selectors.run_version(run) for run in new if run.is_active] + live.active
+    context |= _live(request, active=active, after=live.newest if after is not None else None)
     return render(request, "tracer/run_list.html#run-live-update", context)
 
 

@@ -52,6 +52,7 @@ def cases(*, size: int) -> list[tuple[str, str, dict]]:
     active = list(Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", "step_count", "status"))
     versions = "&".join(f"v={pk}.{steps}.{status}" for pk, steps, status in active)
     stale = "&".join(f"v={pk}.{steps - (i == 0)}.{status}" for i, (pk, steps, status) in enumerate(active))
+    newest = Run.objects.filter(parent__isnull=True).latest("id").pk
     return [
         ("list, latest 50", runs, {}),
         ("list, scenario + policy", f"{runs}?scenario=refund-too-old&policy=structured", {}),
@@ -65,6 +66,16 @@ def cases(*, size: int) -> list[tuple[str, str, dict]]:
         ("search + scenario filter", f"{runs}?q=charger&scenario=refund-too-old", {}),
         ("poll active rows, none changed", f"{reverse('tracer:run-rows-live')}?{versions}", {"HX-Request": "true"}),
         ("poll active rows, one changed", f"{reverse('tracer:run-rows-live')}?{stale}", {"HX-Request": "true"}),
+        (
+            "poll first page, none changed or new",
+            f"{reverse('tracer:run-rows-live')}?{versions}&after={newest}",
+            {"HX-Request": "true"},
+        ),
+        (
+            "poll search, one new run",  # the newest run, as a page showing the one before it asks
+            f"{reverse('tracer:run-rows-live')}?{versions}&q=laptop&after={newest - 1}",
+            {"HX-Request": "true"},
+        ),
         (
             "old poll: whole rows fragment",
             runs,

@@ -1,5 +1,6 @@
 """The runs list in Chromium, as a person uses it: type a search, click column headers to sort, go
-Back, and watch an active run's row change while the rest of the table stays as it is."""
+Back, watch an active run's row change while the rest of the table stays as it is, and see a run
+started after the page loaded come in at the top."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_search_sort_and_back_after_a_sort(signed_in: Page, live_server):
     expect(page.locator("th[aria-sort=ascending]")).to_have_text(re.compile("Steps"))
 
 
-def test_an_active_runs_row_changes_in_place_and_polling_stops_when_it_ends(signed_in: Page, live_server):
+def test_an_active_runs_row_changes_in_place_and_its_polling_stops_when_it_ends(signed_in: Page, live_server):
     page = signed_in
     finished = RunFactory(scenario="refund-too-old")
     active = RunFactory(scenario="lookup-flaky", status=Run.Status.RUNNING, stop_reason="", verdict="")
@@ -66,5 +67,38 @@ def test_an_active_runs_row_changes_in_place_and_polling_stops_when_it_ends(sign
     recording.run_finish(run=active, end=RunEnd(stop_reason="final_answer", final_answer="The answer is 42."))
     expect(row.locator(".status")).to_have_text("finished")
     expect(row).to_contain_text("The answer is 42.")
-    expect(page.locator("#run-live")).not_to_have_attribute("hx-trigger", re.compile("every"))
+    # the row is no longer asked about; the first page still watches for new runs, less often
+    expect(page.locator("#run-live")).to_have_attribute("hx-get", re.compile(r"^/runs/live/\?after=\d+$"))
+    expect(page.locator("#run-live")).to_have_attribute("hx-trigger", "every 2s")
     expect(page.locator(f"#run-pick-{finished.pk}")).to_be_checked()
+
+
+def test_a_run_started_after_the_list_loaded_comes_in_at_the_top_when_it_matches(signed_in: Page, live_server):
+    page = signed_in
+    RunFactory(scenario="refund-too-old", final_answer="Refunds close after 30 days.")
+    page.goto(f"{live_server.url}/?scenario=refund-too-old")
+    rows = page.locator("#run-rows tr")
+    expect(rows).to_have_count(1)
+    expect(page.locator("#run-count")).to_have_text("1 run")
+    page.locator("#run-rows input[type=checkbox]").first.check()  # a ticked box stays ticked as rows come in
+
+    RunFactory(scenario="lookup-flaky")  # another scenario: left out
+    new = RunFactory(scenario="refund-too-old", status=Run.Status.RUNNING, stop_reason="", verdict="")
+    expect(rows.first).to_have_id(f"run-row-{new.pk}")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#run-count")).to_have_text("2 runs")
+    expect(page.locator("#run-rows input[type=checkbox]").nth(1)).to_be_checked()
+    recording.step_record(run=new, step=tool_step(1, [ok_attempt(1)], tool="process_refund"))  # and it is followed
+    expect(page.locator(f"#run-row-{new.pk} td").nth(6)).to_have_text("1")
+    page.locator(f"#run-pick-{new.pk}").check()
+    expect(page.get_by_role("button", name="Compare the two ticked runs")).to_be_enabled()
+
+
+def test_the_first_run_replaces_no_runs_match(signed_in: Page, live_server):
+    page = signed_in
+    page.goto(f"{live_server.url}/")
+    expect(page.locator("#run-rows")).to_contain_text("No runs match.")
+    run = RunFactory(scenario="refund-bad-id")
+    expect(page.locator("#run-rows tr")).to_have_count(1)
+    expect(page.locator("#run-rows tr").first).to_have_id(f"run-row-{run.pk}")
+    expect(page.locator("#run-rows")).not_to_contain_text("No runs match.")

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.django_db
 # url name -> (GET params, POST fields, htmx targets the pages ask for). POST fields None: GET only.
 SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:runs": ([*RunFilterForm.base_fields, "page"], None, ["run-rows", "run-table"]),
-    "tracer:run-rows-live": (["v"], None, []),
+    "tracer:run-rows-live": (["v", "after", *RunFilterForm.base_fields], None, []),
     "tracer:run": (["at"], None, []),
     "tracer:run-steps": (["after", "before", "at"], None, ["step-poll", "step-gap-51"]),
     "tracer:compare": ([*CompareForm.base_fields, "run"], None, []),

@@ -1,5 +1,6 @@
 """The runs list (issues 12 and 13): search over every field it names, column sorts, the experiment
-filter, counting up to a cap, and the live poll that sends only the rows of active runs that changed.
+filter, counting up to a cap, and the live poll that sends only the rows of active runs that changed
+and, on the first page newest first, the new runs that match.
 
 These run on whichever database DATABASE_URL names (SQLite's FTS5 trigram table or PostgreSQL's
 pg_trgm indexes serve the search); run them once with a PostgreSQL URL too.
@@ -164,6 +165,21 @@ def test_each_sort_reads_an_index_in_order_on_postgresql(sort):
     assert "Sort  (" not in plan and "Index" in plan
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans (SQLite's: test_query_plans.py)")
+@pytest.mark.parametrize("filters", [{}, {"scenario": "refund-too-old"}, {"q": "laptop"}])
+def test_the_poll_reads_new_runs_in_their_range_of_ids_on_postgresql(filters):
+    """The live poll's new runs: an index scan bounded by the range of new ids (at 100,000 runs 0.1 to
+    0.5 ms), not the runs that came before them."""
+    with CaptureQueriesContext(connection) as ctx:
+        selectors.run_rows_new(filters=filters, after=100, newest=140, limit=50)
+    [sql] = [q["sql"] for q in ctx.captured_queries if '"tracer_run"."id" >' in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql.replace("%", "%%"))
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Cond:" in plan and "id > 100" in plan.partition("Index Cond:")[2].split("\n")[0], plan
+
+
 # --- the experiment filter and the count ---------------------------------------------------------
 
 
@@ -198,13 +214,90 @@ def test_the_list_counts_up_to_a_cap_and_still_pages_beyond_it(admin_client, mon
 # --- the live poll -----------------------------------------------------------------------------
 
 
-def test_the_list_polls_only_its_active_rows(admin_client):
-    RunFactory()
-    assert page(admin_client.get(RUNS)).pollers == []
-    active = running(step_count=2)
+def test_the_list_polls_its_active_rows_and_on_its_first_page_newest_first_watches_for_new_runs(admin_client):
+    finished = RunFactory()
     [poller] = page(admin_client.get(RUNS)).pollers
     assert poller["id"] == "run-live"
+    assert (poller["hx-get"], poller["hx-trigger"]) == (f"{LIVE}?after={finished.pk}", "every 2s")
+    active = running(step_count=2)
+    [poller] = page(admin_client.get(RUNS, {"scenario": "refund-too-old", "q": "", "page": "1"})).pollers
+    assert poller["hx-get"] == f"{LIVE}?v={active.pk}.2.running&scenario=refund-too-old&after={active.pk}"
+    assert poller["hx-trigger"] == "every 1s"
+    # another order: the active rows only, as on a later page
+    [poller] = page(admin_client.get(RUNS, {"sort": "-steps"})).pollers
     assert poller["hx-get"] == f"{LIVE}?v={active.pk}.2.running"
+    Run.objects.filter(pk=active.pk).update(status=Run.Status.FINISHED)
+    assert page(admin_client.get(RUNS, {"sort": "-steps"})).pollers == []
+    assert page(admin_client.get(RUNS, {"sort": "-started"})).pollers[0]["hx-get"] == f"{LIVE}?after={active.pk}"
+
+
+def test_the_list_with_no_run_watches_for_the_first(admin_client):
+    doc = page(admin_client.get(RUNS))
+    assert "No runs match." in doc.one("#run-rows").text
+    assert doc.pollers[0]["hx-get"] == f"{LIVE}?after=0"
+    assert admin_client.get(LIVE, {"after": "0"}, headers=HTMX).status_code == 204
+    first = running()
+    doc = page(admin_client.get(LIVE, {"after": "0"}, headers=HTMX))
+    assert [tr["id"] for tr in doc.select("tbody[hx-swap-oob] tr")] == [f"run-row-{first.pk}"]
+    assert doc.one("tr[hx-swap-oob^=delete]")["hx-swap-oob"] == "delete:#run-rows tr.no-runs"  # "No runs match" goes
+    assert doc.one("#run-count").text == "1 run"
+
+
+def new_rows(doc) -> list[int]:
+    """The ids of the runs a poll's answer puts at the top of the list."""
+    [rows] = doc.select("tbody[hx-swap-oob]")
+    assert rows["hx-swap-oob"] == "afterbegin:#run-rows"
+    return [int(tr["id"].removeprefix("run-row-")) for tr in rows.select("tr")]
+
+
+def test_new_runs_that_match_the_filters_come_in_at_the_top_newest_first_with_the_count(admin_client):
+    old = RunFactory(scenario="refund-too-old", final_answer="refund refused")
+    poll = page(admin_client.get(RUNS, {"scenario": "refund-too-old"})).pollers[0]["hx-get"]
+    other = RunFactory(scenario="lookup-flaky")  # newer, but another scenario
+    one = RunFactory(scenario="refund-too-old")
+    two = running(scenario="refund-too-old", step_count=1)
+    doc = page(admin_client.get(poll, headers=HTMX))
+    assert new_rows(doc) == [two.pk, one.pk]
+    assert (
+        "running" in doc.one(f"#run-row-{two.pk}").texts("td")
+        and "refund-too-old" in doc.one(f"#run-row-{two.pk}").text
+    )
+    assert doc.one("#run-count").text == "3 runs" and doc.one("#run-count")["hx-swap-oob"] == "true"
+    assert not doc.select("tr[hx-swap-oob^=delete]")  # the list had rows: nothing to take away
+    # the next poll follows the new active run and watches from the newest run on
+    assert doc.pollers[0]["hx-get"] == f"{LIVE}?v={two.pk}.1.running&scenario=refund-too-old&after={two.pk}"
+    assert admin_client.get(doc.pollers[0]["hx-get"], headers=HTMX).status_code == 204
+    assert old.pk < other.pk < one.pk
+
+
+def test_a_new_run_the_filters_leave_out_only_moves_the_watch_on(admin_client):
+    RunFactory(final_answer="laptop stand refunded")
+    poll = page(admin_client.get(RUNS, {"q": "laptop"})).pollers[0]["hx-get"]
+    elsewhere = RunFactory(final_answer="charger refunded")
+    doc = page(admin_client.get(poll, headers=HTMX))
+    assert not doc.select("tbody[hx-swap-oob]") and not doc.select("#run-count")
+    assert doc.pollers[0]["hx-get"] == f"{LIVE}?q=laptop&after={elsewhere.pk}"
+    assert admin_client.get(doc.pollers[0]["hx-get"], headers=HTMX).status_code == 204  # not asked about again
+    found = RunFactory(final_answer="LAPTOP bag refunded")
+    assert new_rows(page(admin_client.get(doc.pollers[0]["hx-get"], headers=HTMX))) == [found.pk]
+
+
+def test_html_in_a_new_runs_row_is_shown_as_text(admin_client):
+    script = "<script>alert('x')</script>"
+    run = RunFactory(label=script, final_answer=f"answer {script}", source="api", source_detail=script)
+    response = admin_client.get(LIVE, {"after": "0"}, headers=HTMX)
+    assert script not in response.content.decode()  # never the raw markup
+    doc = page(response)
+    assert new_rows(doc) == [run.pk] and not doc.select("script")
+    row = doc.one(f"#run-row-{run.pk}")
+    assert script in row.text and f"answer {script}" in row.text
+
+
+def test_a_new_sub_agent_run_is_not_listed(admin_client):
+    parent = running()
+    poll = page(admin_client.get(RUNS)).pollers[0]["hx-get"]
+    RunFactory(parent=parent)
+    assert admin_client.get(poll, headers=HTMX).status_code == 204
 
 
 def test_an_idle_poll_sends_nothing(admin_client):
@@ -230,6 +323,13 @@ def test_a_run_that_records_a_step_or_finishes_updates_its_row_out_of_band(admin
     assert "finished" in rows[f"run-row-{one.pk}"].texts("td")
     assert doc.pollers == []  # none active: polling stops
     assert f"run-row-{quiet.pk}" not in rows
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "01", "1.5", "9999999999999999999", ""])
+def test_a_bad_after_in_the_poll_is_a_400_naming_it(admin_client, bad):
+    response = admin_client.get(LIVE, {"after": bad}, headers=HTMX)
+    assert response.status_code == 400
+    assert "after: expected the id of the newest run the list shows" in page(response).text
 
 
 @pytest.mark.parametrize("bad", ["12;drop", "0.1.running", "9999999999999999999.1.running", "12.x.running"])
@@ -259,6 +359,20 @@ def test_the_list_costs_the_same_for_5_and_80_runs(admin_client, query):
     for _ in range(75):
         RunFactory(final_answer="refund applied", experiment=ExperimentFactory())
     assert queries(admin_client, RUNS, query) == five
+
+
+def test_a_poll_that_watches_for_new_runs_costs_no_more_when_there_are_none(admin_client):
+    """The first page's poll asks for its active rows and the newest run in one query: when nothing
+    changed it costs what a poll of the active rows alone costs, and still sends nothing."""
+    active = running(step_count=2)
+    RunFactory(final_answer="laptop stand refunded")
+    newest = Run.objects.latest("id").pk
+    rows_only = queries(admin_client, LIVE, {"v": f"{active.pk}.2.running"}, headers=HTMX)
+    watching = {"v": f"{active.pk}.2.running", "after": newest, "q": "laptop", "scenario": "refund-too-old"}
+    assert queries(admin_client, LIVE, watching, headers=HTMX) == rows_only
+    assert queries(admin_client, LIVE, {"after": newest, "q": "laptop"}, headers=HTMX) == rows_only
+    response = admin_client.get(LIVE, watching, headers=HTMX)
+    assert response.status_code == 204 and response.content == b""
 
 
 def test_the_live_poll_costs_the_same_for_1_and_20_active_runs(admin_client):
