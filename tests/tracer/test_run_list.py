@@ -211,6 +211,12 @@ def test_the_list_counts_up_to_a_cap_and_still_pages_beyond_it(admin_client, mon
     assert "120 runs" in doc.one(".table-tools").text and "page 3 of 3" in doc.one(".pager").text
 
 
+def test_a_filter_beyond_what_a_column_holds_counts_no_runs(admin_client):
+    RunFactory(step_count=3)
+    doc = page(admin_client.get(RUNS, {"min_steps": str(10**19)}))
+    assert doc.one("#run-count").text == "0 runs" and "No runs match." in doc.one("#run-rows").text
+
+
 # --- the live poll -----------------------------------------------------------------------------
 
 

@@ -7,16 +7,18 @@ import html
 import json
 from functools import cache
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 from django import forms, template
 from django.forms import BoundField
+from django.http import QueryDict
 from django.template.loader import get_template
 from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
-from django.utils.timezone import get_current_timezone, localtime
+from django.utils.timezone import get_current_timezone
 
 from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
@@ -73,17 +75,22 @@ def backend_text(run: Any) -> str:
 @register.simple_tag
 def backend_badge(run: Any) -> str:
     """The model backend; a simulated run says so wherever it is shown, and so does an imported one
-    (with the path it came by and the model it names): it was not executed here. Written with
-    ``_escape`` (each runs list row has one: ``format_html`` cost a tenth of the rows' time)."""
+    (with the path it came by and the model it names): it was not executed here."""
+    return SafeString(_badge(run))  # escaped in _badge
+
+
+def _badge(run: Any) -> str:
+    """``backend_badge``'s HTML as a plain string, each value escaped with ``_escape`` (each runs list row
+    has one: ``format_html`` cost a tenth of the rows' time)."""
     label = _escape(backend_text(run))
     if run.source != "agent" or run.model_backend == "imported":
         via = IMPORTED_VIA.get(run.source, run.source)
         detail = f" ({run.source_detail})" if run.source_detail else ""
         title = _escape(f"imported by {via}{detail}: recorded elsewhere, not executed here")
-        return mark_safe(f'<span class="badge imported" title="{title}">{label}</span>')  # escaped above
+        return f'<span class="badge imported" title="{title}">{label}</span>'
     if run.model_backend == ModelBackendName.SIMULATED:
-        return mark_safe(f'<span class="badge sim" title="{SIMULATED_TITLE}">{label}</span>')
-    return mark_safe(f'<span class="badge model">{label}</span>')
+        return f'<span class="badge sim" title="{SIMULATED_TITLE}">{label}</span>'
+    return f'<span class="badge model">{label}</span>'
 
 
 @register.simple_tag
@@ -350,19 +357,21 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     tz, run_url = context.render_context.get("run_row") or context.render_context.setdefault(
         "run_row", (get_current_timezone(), _run_url(get_script_prefix()))
     )
-    started = localtime(run.started_at or run.created_at, tz)
+    started = run.started_at or run.created_at
+    if started:  # aware, as the database gives it: localtime() without its checks
+        started = started.astimezone(tz)
     when = f"{started:%b} {started.day}, {started:%H:%M:%S}" if started else ""
     answer = run.final_answer or ""
     pk = int(run.pk)
     status = e(run.status)
     active, swap = ("active" if run.is_active else ""), (' hx-swap-oob="true"' if oob else "")
-    return mark_safe(  # every value from the run above and below is escaped or an int
+    return SafeString(  # every value from the run above and below is escaped or an int
         f'<tr id="run-row-{pk}" class="{active}"{swap}>'
         f'<td><input type="checkbox" name="run" value="{pk}" id="run-pick-{pk}" hx-preserve '
         f'aria-label="tick run {pk}"></td>'
         f'<td><a href="{e(run_url.format(pk))}">#{pk}</a></td>'
         f"<td>{e(run.scenario or 'unknown')}{label}</td><td>{e(run.policy_name or 'unknown')}</td>"
-        f"<td>{backend_badge(run)}</td>"
+        f"<td>{_badge(run)}</td>"
         f'<td><span class="status {status}">{status}</span></td>'
         f'<td class="num">{int(run.step_count)}</td><td class="num">{int(run.error_count)}</td>'
         f'<td class="num">{int(run.retry_count)}{wasted}</td>'
@@ -378,7 +387,9 @@ ASCENDING_FIRST = ("scenario", "policy", "status")
 @register.simple_tag(takes_context=True)
 def sort_header(context: template.Context, name: str, label: str, css: str = "") -> str:
     """A runs list column header that sorts by ``name`` (``selectors.RUN_SORTS``): a link to this
-    list sorted by it (reversed when it already is), and ``aria-sort`` saying how it is sorted now."""
+    list sorted by it (reversed when it already is), and ``aria-sort`` saying how it is sorted now.
+    The link is this page's query string with ``sort`` set and ``page`` left out, as
+    ``QueryDict.urlencode`` writes it (the rest of the query encoded once for all the headers)."""
     current = context["sort"]
     if current == name:
         state, following = "ascending", f"-{name}"
@@ -386,19 +397,25 @@ def sort_header(context: template.Context, name: str, label: str, css: str = "")
         state, following = "descending", name
     else:
         state, following = "none", name if name in ASCENDING_FIRST else f"-{name}"
-    query = context["request"].GET.copy()
-    query["sort"] = following
-    query.pop("page", None)
-    url = f"?{query.urlencode()}"
-    arrow = {"ascending": " ▲", "descending": " ▼"}.get(state, "")
-    return format_html(
-        '<th class="{}" aria-sort="{}"><a href="{}" hx-get="{}" hx-target="#run-table" hx-swap="outerHTML" '
-        'hx-push-url="true" title="sort by {}">{}{}</a></th>',
-        css,
-        state,
-        url,
-        url,
-        label.lower(),
-        label,
-        arrow,
+    before, after = context.render_context.get("sort_header") or context.render_context.setdefault(
+        "sort_header", _query_around_sort(context["request"].GET)
     )
+    url = _escape("?" + "&".join(filter(None, (before, urlencode({"sort": following}), after))))
+    arrow = {"ascending": " ▲", "descending": " ▼"}.get(state, "")
+    title, label = _escape(label.lower()), _escape(label)
+    return SafeString(  # each value escaped
+        f'<th class="{_escape(css)}" aria-sort="{state}"><a href="{url}" hx-get="{url}" hx-target="#run-table" '
+        f'hx-swap="outerHTML" hx-push-url="true" title="sort by {title}">{label}{arrow}</a></th>'
+    )
+
+
+def _query_around_sort(query: QueryDict) -> tuple[str, str]:
+    """``query`` without ``page``, encoded as ``QueryDict.urlencode`` does, in the parts before and after
+    where ``sort`` goes (its own place when the query has one, else the end)."""
+    keys = [key for key in query if key != "page"]
+    at = keys.index("sort") if "sort" in keys else len(keys)
+
+    def encoded(names: list[str]) -> str:
+        return "&".join(urlencode({name: value}) for name in names for value in query.getlist(name))
+
+    return encoded(keys[:at]), encoded(keys[at + 1 :])
