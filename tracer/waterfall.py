@@ -89,7 +89,7 @@ class Row:
     def duration_s(self) -> float:
         return sum(s.duration_s for s in self.segments)
 
-    @property
+    @cached_property  # asked for by the summary and the figure, once the row is complete
     def duration_text(self) -> str:
         return seconds_text(self.duration_s)
 

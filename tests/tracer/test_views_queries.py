@@ -33,6 +33,16 @@ def test_the_run_page_costs_the_same_for_5_and_500_steps(admin_client):
     assert queries(admin_client, url) == five
 
 
+def test_the_run_page_costs_the_same_with_sub_agents_under_steps_in_the_aside_and_running(admin_client):
+    run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
+    url = reverse("tracer:run", args=[run.pk])
+    none = queries(admin_client, url)
+    RunFactory(parent=run, parent_step=2, label="placed", stop_reason=Run.StopReason.MAX_STEPS)
+    RunFactory(parent=run, label="unplaced", source=Run.Source.OTLP, model_backend="imported")
+    RunFactory(parent=run, parent_step=5, label="running", status=Run.Status.RUNNING, stop_reason="", verdict="")
+    assert queries(admin_client, url) == none  # nothing read of a sub-agent one at a time
+
+
 def test_the_compare_picker_costs_the_same_for_3_and_300_runs(admin_client):
     for _ in range(3):
         RunFactory()

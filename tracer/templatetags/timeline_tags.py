@@ -93,11 +93,17 @@ class StepPage:
 
 
 @register.simple_tag(takes_context=True)
-def step_item(context: template.Context, step: Any) -> SafeString:
+def step_items(context: template.Context, steps: Any) -> SafeString:
+    """The timeline's ``steps``, each ``step_item``'s ``<li>``: one tag for all of them, not a loop of
+    template nodes around one per step."""
+    page = StepPage.of(context)
+    return mark_safe("".join([step_item(step, page) for step in steps or ()]))  # each escaped by step_item
+
+
+def step_item(step: Any, page: StepPage) -> str:
     """One step of the timeline, its ``<li id="step-N">``: the head (kind, tool and input, is_error,
     category, retryable, retries, latency, tokens), the model call when it was retried or failed, the
     tool's attempts and the tool_result sent, or the answer, and the sub-agents the step started."""
-    page = StepPage.of(context)
     kind, index = step.kind, int(step.index)
     call = f'<code class="tool">{e(step.tool_name)}</code><code class="input">{e(inline_json(step.input))}</code>'
     if kind == StepKind.FINAL_ANSWER:
@@ -158,7 +164,7 @@ def step_item(context: template.Context, step: Any) -> SafeString:
     if children:
         body.append(sub_agents_of_step(index, children, run_url=page.run_url))
     error = " is-error" if step.is_error else ""
-    return mark_safe(  # every value from the step above is escaped, an int or a formatted number
+    return (  # every value from the step above is escaped, an int or a formatted number
         f'<li class="step {e(kind)}{error}" id="step-{index}">\n<div class="step-head">\n'
         + "\n".join(head)
         + "\n</div>\n"
