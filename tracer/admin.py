@@ -5,6 +5,8 @@ LogEntry and a log line. Stop reviews may be edited."""
 import logging
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
 
@@ -113,3 +115,24 @@ class StopReviewAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return ("run",) if obj is not None else ()  # a review's verdict and note change, not its run
+
+
+class DateOverflowSafeChangeList(ChangeList):
+    """Django's date hierarchy turns a year, month or day it cannot make a date of into its "incorrect
+    lookup" answer (the changelist again with ``?e=1``) only when ``datetime()`` raises ValueError; a
+    year past a C int (``?attempt_time__year=10000000000``) raises OverflowError, a 500. The same answer
+    here."""
+
+    def get_filters(self, request):
+        try:
+            return super().get_filters(request)
+        except OverflowError as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+
+def date_hierarchy_overflow_guard(site: admin.AdminSite) -> None:
+    """Every registered admin with a date hierarchy (django-axes' three logs) lists with the class above;
+    called from ``TracerConfig.ready``, when every app's admin module has been imported."""
+    for model_admin in site._registry.values():
+        if model_admin.date_hierarchy and model_admin.get_changelist.__func__ is admin.ModelAdmin.get_changelist:
+            model_admin.get_changelist = lambda request, **kwargs: DateOverflowSafeChangeList

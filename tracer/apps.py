@@ -16,3 +16,10 @@ class TracerConfig(AppConfig):
             registry()
         except PackError as exc:
             raise ImproperlyConfigured(str(exc)) from None
+
+        # django-axes' admin logs answer a year too large for a date as Django answers a bad one.
+        from django.contrib import admin
+
+        from .admin import date_hierarchy_overflow_guard
+
+        date_hierarchy_overflow_guard(admin.site)

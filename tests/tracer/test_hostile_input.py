@@ -184,3 +184,19 @@ def test_hostile_input_never_gets_a_server_error_in_the_admin(recorded, model, d
     payload = {field: data.draw(hostile_values, label=field) for field in fields}
     response = recorded.client.get(url, payload)
     assert response.status_code < 500, f"GET {url} {payload} -> {response.status_code}"
+
+
+DATED_ADMINS = [m for m in ADMIN_MODELS if admin.site._registry[apps.get_model(*m.split("."))].date_hierarchy]
+
+
+@pytest.mark.parametrize("model", DATED_ADMINS)
+@pytest.mark.parametrize("part", ["year", "month", "day"])
+def test_a_date_too_large_for_a_date_hierarchy_is_answered_as_a_bad_lookup_not_a_server_error(recorded, model, part):
+    # Hypothesis found ?attempt_time__year=10000000000 on django-axes' logs: OverflowError in Django's
+    # date hierarchy, a 500. Now Django's own answer to a bad lookup: the changelist again with ?e=1.
+    app_label, model_name = model.split(".")
+    field = admin.site._registry[apps.get_model(app_label, model_name)].date_hierarchy
+    payload = {f"{field}__year": "2026", f"{field}__{part}": "10000000000"}
+    response = recorded.client.get(reverse(f"admin:{app_label}_{model_name}_changelist"), payload)
+    assert response.status_code == 302
+    assert response["Location"].endswith("?e=1")
