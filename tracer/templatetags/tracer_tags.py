@@ -275,9 +275,9 @@ def filter_fields(form: forms.Form, skip: str = "", grow: str = "") -> str:
 
 
 def _option_text(run: Any) -> str:
-    """A run as the compare picker's option says it, escaped: id, policy, status, verdict (a reviewer's
-    override beside the judge's), backend and label."""
-    override = getattr(getattr(run, "review", None), "verdict_override", "")
+    """A run (``selectors.RunChoice``) as the compare picker's option says it, escaped: id, policy,
+    status, verdict (a reviewer's override beside the judge's), backend and label."""
+    override = run.verdict_override
     text = f"#{run.pk} · {run.policy_name or 'unknown policy'} · {run.status}"
     text += (f" · {run.verdict}" if run.verdict else "") + (f" (reviewer: {override})" if override else "")
     text += f" · {backend_text(run)}" + (f" · {run.label}" if run.label else "")
