@@ -13,6 +13,7 @@ import re
 from playwright.sync_api import Page, expect
 
 from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter, refund_too_old_structured
+from tests.tracer.test_compare_window import parted
 from tracer.models import Run
 
 
@@ -198,3 +199,18 @@ def test_back_to_the_import_page_after_an_upload_swapped_its_report(signed_in: P
     expect_whole_page(page, re.compile("Import"))
     expect(page.get_by_label("Files")).to_be_visible()
     expect(page.get_by_role("button", name="Import")).to_be_visible()
+
+
+def test_back_to_a_long_compare_after_a_gap_loaded_its_rows(signed_in: Page, live_server):
+    page = signed_in
+    a, b = parted(steps=500, split_at=300)
+    page.goto(f"{live_server.url}/compare/?a={a.pk}&b={b.pk}")
+    page.get_by_role("link", name="Show aligned steps 311–360").click()  # htmx swaps the rows in
+    expect(page.locator("#row-360")).to_be_attached()
+    page.locator(".run-card").first.get_by_role("link", name=f"#{a.pk}", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Run #{a.pk}")
+
+    page.go_back()
+    expect_whole_page(page, "Compare two runs")
+    expect(page.locator(".pair.is-split")).to_contain_text("This is where the runs split")
+    expect(page.get_by_role("link", name=re.compile(r"^Show aligned steps"))).not_to_have_count(0)
