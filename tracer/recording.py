@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -60,15 +61,7 @@ def _wasted_retries(step: StepEvent) -> int:
 
 def _search_text(step: StepEvent) -> str:
     """What the runs list's search reads of one step: its tool, input, error messages and text."""
-    parts = []
-    if step.tool_name:
-        parts.append(redact_text(step.tool_name))
-    if step.input is not None:
-        parts.append(json.dumps(_jsonable(step.input), ensure_ascii=False, sort_keys=True))
-    parts += [redact_text(message) for message in _error_messages(a.message for a in step.attempts if not a.ok)]
-    if step.text:
-        parts.append(redact_text(step.text))
-    return " ".join(parts)
+    return _step_values(step).search
 
 
 def _error_messages(messages: Iterable[Any]) -> list[str]:
@@ -89,10 +82,38 @@ def _jsonable(value: Any) -> Any:
     else:
         if redactor().clean_json(text):
             return value  # nothing to redact: one scan of its JSON text instead of a walk
+    return _redacted(value)
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with its secrets redacted, as JSON (``_jsonable`` once its JSON text was not clean)."""
     try:
         return redactor().json(value)
     except NotJSON:
         return redact(json.loads(json.dumps(value, default=str)))
+
+
+class JsonText(str):
+    """The JSON text of a value for a JSON column, encoded once by the recorder (``_json_column``):
+    ``rows_insert`` writes it as it is instead of having the value encoded again."""
+
+    __slots__ = ()
+
+
+def _json_column(value: Any) -> tuple[Any, JsonText | None]:
+    """``_jsonable(value)`` and its JSON text as a JSON column stores it (None: SQL NULL). The text of
+    a value with nothing to redact is the one ``clean_json`` scanned, so the value is encoded once
+    where ``_jsonable`` and the column each encoded it."""
+    if value is None:
+        return None, None
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = None
+    if text is None or not redactor().clean_json(text):
+        value = _redacted(value)
+        text = json.dumps(value)
+    return value, JsonText(text)
 
 
 class RunNotRunning(Exception):
@@ -128,49 +149,77 @@ def _refused(*, run_id: int, what: str) -> RunNotRunning:
 
 
 _STEP_KINDS = frozenset(Step.Kind.values)  # Kind.values builds its list again on each use
+_STEP_JSON = ("input", "attempts", "result_content", "model_attempts")  # Step's JSON columns
 
 
-def _step_row(*, run: Run, step: StepEvent) -> Step:
-    """The ``Step`` row of one ``StepEvent``, not yet saved."""
-    return Step(
-        run=run,
-        index=step.index,
-        kind=step.kind if step.kind in _STEP_KINDS else Step.Kind.FINAL_ANSWER,
-        tool_name=redact_text(step.tool_name or ""),
-        tool_use_id=redact_text(step.tool_use_id or ""),
-        input=_jsonable(step.input),
-        attempts=_jsonable([a.to_dict() for a in step.attempts]),
-        result_content=_jsonable(step.result_content),
-        is_error=step.is_error,
-        category=step.category or "",
-        retryable=step.retryable,
-        retry_count=step.retry_count,
-        latency_ms=step.latency_ms,
-        input_tokens=step.input_tokens,
-        output_tokens=step.output_tokens,
-        text=redact_text(step.text or ""),
-        api_stop_reason=(step.api_stop_reason or "")[:40],
-        model_attempts=_jsonable([a.to_dict() for a in step.model_attempts]),
-    )
+@dataclass(slots=True)
+class StepValues:
+    """One ``StepEvent`` as its ``Step`` row stores it, redacted, made once per step: ``columns`` by
+    attribute name (``run_id`` left to the caller; JSON columns as values), ``texts`` the JSON
+    columns' text (``JsonText``, what ``rows_insert`` writes), ``search`` what it adds to its run's
+    ``search_text``. A plain dict, not a model instance: a ``Step()`` cost more than the rest."""
+
+    columns: dict[str, Any]
+    texts: dict[str, JsonText | None]
+    search: str
+
+    def row(self, run_id: int) -> dict[str, Any]:
+        """The columns ``rows_insert`` writes for the step of run ``run_id``."""
+        return {**self.columns, **self.texts, "run_id": run_id}
 
 
-def _row_search_text(row: Step) -> str:
-    """``_search_text`` of the step this row was made of, from the row's already redacted fields."""
+def _step_values(step: StepEvent) -> StepValues:
+    """The stored values of one ``StepEvent`` (``StepValues``)."""
+    redact_str = redactor().text
+    texts: dict[str, JsonText | None] = {}
+    values: dict[str, Any] = {}
+    for name, value in (
+        ("input", step.input),
+        ("attempts", [a.to_dict() for a in step.attempts]),
+        ("result_content", step.result_content),
+        ("model_attempts", [a.to_dict() for a in step.model_attempts]),
+    ):
+        values[name], texts[name] = _json_column(value)
+    tool_name = redact_str(step.tool_name or "")
+    text = redact_str(step.text or "")
+    columns = {
+        "index": step.index,
+        "kind": step.kind if step.kind in _STEP_KINDS else Step.Kind.FINAL_ANSWER,
+        "tool_name": tool_name,
+        "tool_use_id": redact_str(step.tool_use_id or ""),
+        "is_error": step.is_error,
+        "category": step.category or "",
+        "retryable": step.retryable,
+        "retry_count": step.retry_count,
+        "latency_ms": step.latency_ms,
+        "input_tokens": step.input_tokens,
+        "output_tokens": step.output_tokens,
+        "text": text,
+        "api_stop_reason": (step.api_stop_reason or "")[:40],
+        **values,
+    }
+    # what the runs list's search reads of the step: its tool, input, error messages and text
     parts = []
-    if row.tool_name:
-        parts.append(row.tool_name)
-    if row.input is not None:
-        parts.append(json.dumps(row.input, ensure_ascii=False, sort_keys=True))
-    parts += _error_messages(a.get("message") for a in row.attempts or [] if isinstance(a, dict) and not a.get("ok"))
-    if row.text:
-        parts.append(row.text)
-    return " ".join(parts)
+    if tool_name:
+        parts.append(tool_name)
+    if values["input"] is not None:
+        parts.append(json.dumps(values["input"], ensure_ascii=False, sort_keys=True))
+    attempts = values["attempts"]
+    parts += _error_messages(a.get("message") for a in attempts or [] if isinstance(a, dict) and not a.get("ok"))
+    if text:
+        parts.append(text)
+    return StepValues(columns=columns, texts=texts, search=" ".join(parts))
 
 
-def _counter_values(steps: Sequence[StepEvent], *, rows: Sequence[Step] | None = None) -> dict[str, Any]:
+def _step_row(*, run: Run, step: StepEvent, values: StepValues | None = None) -> Step:
+    """The ``Step`` row of one ``StepEvent`` (of its ``values`` when made already), not yet saved."""
+    values = values or _step_values(step)
+    return Step(run=run, **values.columns)
+
+
+def _counter_values(steps: Sequence[StepEvent], *, searches: Sequence[str]) -> dict[str, Any]:
     """What ``steps`` add to their run's counters, and the text they add to its ``search_text``
-    (from ``rows``, the steps' rows, when they are made already: each step is redacted once)."""
-    texts = [_row_search_text(row) for row in rows] if rows is not None else [_search_text(s) for s in steps]
+    (``searches``: each step's ``StepValues.search``)."""
     return {
         "step_count": len(steps),
         "tool_call_count": sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
@@ -180,13 +229,14 @@ def _counter_values(steps: Sequence[StepEvent], *, rows: Sequence[Step] | None =
         "model_retry_count": sum(model_retries(s.model_attempts) for s in steps),
         "input_tokens": sum(s.input_tokens for s in steps),
         "output_tokens": sum(s.output_tokens for s in steps),
-        "search_text": "".join(text + "\n" for text in texts if text),
+        "search_text": "".join(text + "\n" for text in searches if text),
     }
 
 
-def _counters_bump(*, run_id: int, steps: Sequence[StepEvent], claim_token: str) -> int:
-    """Move the run's counters by ``steps`` in one guarded ``UPDATE``; 0 when it may not be written."""
-    values = _counter_values(steps)
+def _counters_bump(*, run_id: int, steps: Sequence[StepEvent], searches: Sequence[str], claim_token: str) -> int:
+    """Move the run's counters by ``steps`` (``searches``: their ``StepValues.search``) in one guarded
+    ``UPDATE``; 0 when it may not be written."""
+    values = _counter_values(steps, searches=searches)
     text = values.pop("search_text")
     lease = {"lease_expires_at": lease_expires()} if claim_token else {}
     return _writable(run_id=run_id, claim_token=claim_token).update(
@@ -215,11 +265,23 @@ _PLAIN_TYPES: dict[str, tuple[type, ...]] = {
 
 def _column_converter(field: db_models.Field, conn) -> Any:
     """The function that makes one value of ``field`` a query parameter, as ``field.get_db_prep_save``
-    would: JSON encoded as the field encodes it (None is SQL NULL), datetimes adapted for the
-    database, values of the column's own type as they are. Chosen once per field and batch."""
+    would: JSON encoded as the field encodes it (None is SQL NULL; a ``JsonText`` is that encoding
+    already), datetimes adapted for the database, values of the column's own type as they are.
+    Chosen once per field and batch."""
     if isinstance(field, db_models.JSONField):
         adapt, encoder = conn.ops.adapt_json_value, field.encoder
-        return lambda value: None if value is None else adapt(value, encoder)
+        if conn.vendor == "postgresql":
+            from psycopg.types.json import Jsonb
+
+            def encoded(text: JsonText) -> Any:
+                return Jsonb(text, dumps=str)  # the text is the encoding
+
+        else:
+            encoded = str  # the column holds the JSON text
+
+        return lambda value: (
+            None if value is None else encoded(value) if type(value) is JsonText else adapt(value, encoder)
+        )
     if isinstance(field, db_models.DateTimeField):
         return conn.ops.adapt_datetimefield_value
     plain = _PLAIN_TYPES.get(field.target_field.get_internal_type() if field.is_relation else field.get_internal_type())
@@ -259,15 +321,46 @@ def rows_insert(*, rows: Sequence[db_models.Model], returning: bool = True) -> N
     if not rows:
         return
     model = type(rows[0])
-    meta = model._meta
-    conn = connections[router.db_for_write(model)]
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
     now = timezone.now()
-    converters = []
-    for f in fields:
+    for f in model._meta.concrete_fields:
         if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
             for row in rows:
                 setattr(row, f.attname, now)
+    pks = _rows_write(model=model, rows=rows, read=getattr, now=now, returning=returning)
+    if pks is None:
+        return
+    alias = router.db_for_write(model)
+    for row, pk in zip(rows, pks, strict=True):
+        row.pk = pk
+        row._state.adding = False
+        row._state.db = alias
+
+
+def values_insert(
+    *, model: type[db_models.Model], rows: Sequence[dict[str, Any]], returning: bool = False
+) -> list[int]:
+    """``rows_insert`` for rows given as plain dicts of column values by attribute name (``run_id``;
+    a column left out takes its field's default): no model instance is made. Returns the new ids
+    when ``returning``, else an empty list."""
+    if not rows:
+        return []
+    defaults = {f.attname: f.get_default() for f in model._meta.concrete_fields if not f.primary_key}
+
+    def read(row: dict[str, Any], name: str) -> Any:
+        return row[name] if name in row else defaults[name]
+
+    return _rows_write(model=model, rows=rows, read=read, now=timezone.now(), returning=returning) or []
+
+
+def _rows_write(*, model: type[db_models.Model], rows: Sequence[Any], read, now: datetime, returning: bool):
+    """The ``INSERT`` statements of ``rows_insert`` and ``values_insert``; ``read(row, attname)`` gives a
+    row's value. The new ids in order when ``returning``, else None."""
+    meta = model._meta
+    conn = connections[router.db_for_write(model)]
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    converters = []
+    for f in fields:
+        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
             stamp = f.get_db_prep_save(now, conn)  # converted once for the batch
             converters.append(lambda value, stamp=stamp: stamp)
         else:
@@ -277,30 +370,44 @@ def rows_insert(*, rows: Sequence[db_models.Model], returning: bool = True) -> N
     head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
     tail = f" RETURNING {quote(meta.pk.column)}" if returning else ""
     # PostgreSQL: one array per column through UNNEST, as Django's own bulk_create does there (a
-    # placeholder per value makes the driver's query parsing the slowest part); elsewhere VALUES rows
-    # within the database's limit of query parameters
+    # placeholder per value makes the driver's query parsing the slowest part). SQLite: rows nobody
+    # reads back through one prepared statement (executemany), the others as VALUES rows within
+    # the database's limit of query parameters.
     unnest = conn.vendor == "postgresql"
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     if unnest:
         types = ", ".join(f"(%b)::{f.db_type(conn).split('(')[0]}[]" for f in fields)
         size = len(rows)
     else:
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        size = max(1, conn.ops.bulk_batch_size(fields, rows))
+        size = max(1, _sqlite_parameters(conn) // len(fields))
+    pks: list[int] = []
     with _insert_cursor(conn) as cursor:
+        if not unnest and not returning:
+            cursor.executemany(
+                head + "VALUES " + one, [[convert(read(row, name)) for name, convert in columns] for row in rows]
+            )
+            return None
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
             if unnest:
-                params = [[convert(getattr(row, name)) for row in chunk] for name, convert in columns]
+                params = [[convert(read(row, name)) for row in chunk] for name, convert in columns]
                 cursor.execute(f"{head}SELECT * FROM UNNEST({types}){tail}", params)
             else:
-                params = [convert(getattr(row, name)) for row in chunk for name, convert in columns]
+                params = [convert(read(row, name)) for row in chunk for name, convert in columns]
                 cursor.execute(head + "VALUES " + ", ".join([one] * len(chunk)) + tail, params)
-            if not returning:
-                continue
-            for row, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
-                row.pk = pk
-                row._state.adding = False
-                row._state.db = conn.alias
+            if returning:
+                pks += [pk for (pk,) in cursor.fetchall()]
+    return pks if returning else None
+
+
+def _sqlite_parameters(conn) -> int:
+    """How many query parameters one SQLite statement takes: the library's own limit (32,766 by default
+    since SQLite 3.32, Debian's 250,000), not Django's 999, which the oldest versions had."""
+    conn.ensure_connection()
+    try:
+        return conn.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    except AttributeError:  # another DB-API driver than Python's sqlite3
+        return conn.features.max_query_params or 999
 
 
 def step_record(*, run: Run, step: StepEvent, claim_token: str = "") -> Step:
@@ -312,10 +419,11 @@ def step_record(*, run: Run, step: StepEvent, claim_token: str = "") -> Step:
     no row, and ``RunNotRunning`` is raised before any step is inserted. Under a claim it also
     renews the lease.
     """
+    values = _step_values(step)
     with transaction.atomic():
-        if not _counters_bump(run_id=run.pk, steps=[step], claim_token=claim_token):
+        if not _counters_bump(run_id=run.pk, steps=[step], searches=[values.search], claim_token=claim_token):
             raise _refused(run_id=run.pk, what=f"step {step.index}")
-        row = _step_row(run=run, step=step)
+        row = _step_row(run=run, step=step, values=values)
         row.save(force_insert=True)
     return row
 
@@ -329,11 +437,13 @@ def steps_record_many(*, run: Run, steps: Sequence[StepEvent], claim_token: str 
     """
     if not steps:
         return []
+    values = [_step_values(step) for step in steps]
     with transaction.atomic():
-        if not _counters_bump(run_id=run.pk, steps=steps, claim_token=claim_token):
+        searches = [v.search for v in values]
+        if not _counters_bump(run_id=run.pk, steps=steps, searches=searches, claim_token=claim_token):
             first, last = steps[0].index, steps[-1].index
             raise _refused(run_id=run.pk, what=f"steps {first}-{last}" if len(steps) > 1 else f"step {first}")
-        rows = [_step_row(run=run, step=step) for step in steps]
+        rows = [_step_row(run=run, step=step, values=v) for step, v in zip(steps, values, strict=True)]
         rows_insert(rows=rows)
         return rows
 
@@ -461,38 +571,111 @@ class RunRecord:
     model_retry_count: int | None = None
 
 
+def _record_prepare(record: RunRecord) -> list[StepValues]:
+    """Set on ``record.run`` (unsaved) every field a new run of ``record`` has: what ``run_start``,
+    ``steps_record_many`` and, once it has ended, ``run_finish`` would write, with the same fields,
+    counters and redaction. Returns its steps' values, each step redacted once."""
+    run = record.run
+    values = [_step_values(step) for step in record.steps]
+    fields = _start_fields(run=run, start=record.start)
+    fields.update(_counter_values(record.steps, searches=[v.search for v in values]))
+    if record.end is not None:
+        fields.update(_end_fields(end=record.end, finished_at=record.finished_at))
+        fields["model_retry_count"] += _failed_call_retries(record.end)
+    if record.model_retry_count is not None:
+        fields["model_retry_count"] = record.model_retry_count
+    for name, value in fields.items():
+        setattr(run, name, value)
+    if run.started_at is None:
+        run.started_at = timezone.now()
+    return values
+
+
 def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
-    """Record many new runs from outside at once (a request's worth of OTLP traces), in one transaction:
-    for each run what ``run_start``, ``steps_record_many`` and, once it has ended, ``run_finish`` would
-    write, with the same fields, counters and redaction, as two multi-row ``INSERT``s (the runs, then
-    all their steps) whatever the number of runs. A taken external id fails the whole batch
-    (``IntegrityError``) and nothing is written. Runs executed here never come this way.
+    """Record many new runs from outside at once (a request's worth of OTLP traces), in one transaction
+    (the caller's, when it is in one: a failure here then fails it): for each run what ``run_start``,
+    ``steps_record_many`` and, once it has ended, ``run_finish`` would write, with the same fields,
+    counters and redaction, as two multi-row ``INSERT``s (the runs, then all their steps) whatever the
+    number of runs. A taken external id fails the whole batch (``IntegrityError``) and nothing is
+    written. Runs executed here never come this way.
     """
-    step_rows: list[Step] = []
+    prepared: list[list[StepValues]] = []
     for record in records:
         run = record.run
         if run.pk is not None or run.source == Run.Source.AGENT or run.experiment_id or run.parent_id:
             raise ValueError("runs_record_many writes new top-level runs from outside only")
-        rows = [_step_row(run=run, step=step) for step in record.steps]  # run_id is set once run is saved
-        fields = _start_fields(run=run, start=record.start)
-        fields.update(_counter_values(record.steps, rows=rows))
-        if record.end is not None:
-            fields.update(_end_fields(end=record.end, finished_at=record.finished_at))
-            fields["model_retry_count"] += _failed_call_retries(record.end)
-        if record.model_retry_count is not None:
-            fields["model_retry_count"] = record.model_retry_count
-        for name, value in fields.items():
-            setattr(run, name, value)
-        if run.started_at is None:
-            run.started_at = timezone.now()
-        step_rows += rows
-    with transaction.atomic():
+        prepared.append(_record_prepare(record))
+    with transaction.atomic(savepoint=False):
         runs = [record.run for record in records]
         rows_insert(rows=runs)
-        for row in step_rows:
-            row.run_id = row.run.pk  # the run's id is known now
-        rows_insert(rows=step_rows, returning=False)  # the runs are returned, not their steps
+        # the runs are returned, not their steps: plain rows, no ids read back
+        values_insert(
+            model=Step, rows=[v.row(run.pk) for run, values in zip(runs, prepared, strict=True) for v in values]
+        )
     return runs
+
+
+# What writing a run from outside again sets: every field a new run of the record has, blank when the
+# record leaves it blank (no end: running again). Its id, source, owner, external id and arrival stay.
+_REWRITTEN = (
+    "source_detail",
+    "labels",
+    "started_at",
+    "scenario",
+    "policy_name",
+    "policy_settings",
+    "model_backend",
+    "model_name",
+    "task",
+    "status",
+    "stop_reason",
+    "api_stop_reason",
+    "guard",
+    "verdict",
+    "verdict_reason",
+    "final_answer",
+    "error",
+    "transcript",
+    "search_text",
+    "step_count",
+    "tool_call_count",
+    "error_count",
+    "retry_count",
+    "wasted_retry_count",
+    "model_retry_count",
+    "failed_model_call",
+    "input_tokens",
+    "output_tokens",
+    "finished_at",
+)
+_STEP_STORED = tuple(f.attname for f in Step._meta.concrete_fields if f.attname not in ("id", "run_id", "created_at"))
+
+
+def imported_run_rewrite(*, run_id: int, record: RunRecord) -> None:
+    """Write run ``run_id``, a run from outside, again from ``record``, a whole new version of it (a
+    trace whose late spans change what was written): its fields as ``runs_record_many`` writes a new
+    run of ``record`` (``_REWRITTEN``), its steps as ``record`` has them; it keeps its id.
+
+    Steps stored as ``record`` has them stay as they are (a live run's earlier steps, as its page shows
+    them already); from the first that differs, the stored steps are deleted and the record's written.
+    One transaction (the caller's, when it is in one) of at most four statements whatever the number
+    of steps: the run's row updated (the guard: ``RunNotRunning`` for a run executed here or gone,
+    before anything is written), its steps read, those that differ deleted, the new ones inserted.
+    """
+    values = _record_prepare(record)
+    fields = {name: getattr(record.run, name) for name in _REWRITTEN}
+    with transaction.atomic(savepoint=False):
+        if not Run.objects.filter(pk=run_id).exclude(source=Run.Source.AGENT).update(**fields):
+            raise RunNotRunning(f"run {run_id} is gone or was executed here; only runs from outside are written again")
+        stored = list(Step.objects.filter(run_id=run_id).order_by("index").values_list(*_STEP_STORED))
+        kept = 0
+        for row, v in zip(stored, values, strict=False):  # either may be longer
+            if row != tuple(v.columns[name] for name in _STEP_STORED):
+                break
+            kept += 1
+        if len(stored) > kept:
+            Step.objects.filter(run_id=run_id, index__gt=kept).delete()
+        values_insert(model=Step, rows=[v.row(run_id) for v in values[kept:]])
 
 
 def imported_run_reset(*, run: Run) -> None:

@@ -159,7 +159,7 @@ def test_a_document_that_fails_while_writing_leaves_nothing_half_written(monkeyp
     def fail(**kwargs):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr("tracer.recording._step_row", fail)  # after the run's row is inserted
+    monkeypatch.setattr("tracer.recording.values_insert", fail)  # after the run's row is inserted
     with pytest.raises(RuntimeError):
         imported(document())
     assert not Run.objects.exists() and not Step.objects.exists()

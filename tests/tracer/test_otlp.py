@@ -324,6 +324,62 @@ def test_a_live_run_shows_its_steps_before_its_root_span_arrives(client, sender,
     assert row.status == Run.Status.FINISHED and row.finished_at is not None
 
 
+def test_a_trace_split_over_requests_keeps_the_steps_it_had_and_rewrites_only_what_changed(client, sender):
+    user, _, secret = sender
+    run = next(r for r in bench_runs(20) if r["stop_reason"] == "final_answer" and len(r["steps"]) >= 12)
+    root, *children = bench_spans(run)
+    half = len(children) // 2
+    assert post(client, secret, pb_body(children[:half])).status_code == 200
+    row = the_run(user)
+    first = {s.index: (s.pk, ingest._step_dict(s)) for s in row.steps.all()}
+    assert len(first) >= 3
+    assert post(client, secret, pb_body([*children[half:], root])).status_code == 200
+    after = list(the_run(user).steps.order_by("index"))
+    # the same run as from one request, in the same rows where a step did not change: a live page
+    # that shows the first steps shows them as they stay
+    whole = importer("whole")
+    _, whole_secret = token_create(user=whole, name="t")
+    assert post(client, whole_secret, pb_body([root, *children])).status_code == 200
+    assert [ingest._step_dict(s) for s in after] == steps_of(the_run(whole))
+    assert recorded(the_run(user)) == recorded(the_run(whole)) == expected(run)
+    assert the_run(user).search_text == the_run(whole).search_text
+    kept = [s.index for s in after if first.get(s.index, (None,))[0] == s.pk]
+    unchanged = [i for i, (_, written) in first.items() if written == ingest._step_dict(after[i - 1])]
+    assert kept == list(range(1, len(kept) + 1))  # the steps before the first that changed
+    assert kept == unchanged[: len(kept)] and len(kept) >= len(first) - 1
+
+
+@pytest.mark.django_db(transaction=True)  # each trace's own transaction, not one of the test's savepoints
+def test_receiving_takes_the_same_statements_whatever_the_steps_and_no_savepoint(client, sender):
+    """New traces are written together in a fixed number of statements per request, and a trace sent
+    again in a fixed number per trace, however many spans and steps: multi-row writes in one
+    transaction, without a savepoint inside it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    user, _, secret = sender
+    runs = sorted((r for r in bench_runs(60) if r["stop_reason"] == "final_answer"), key=lambda r: len(r["steps"]))
+    shortest, longest = runs[:2], runs[-8:]
+    assert sum(len(r["steps"]) for r in longest[1:3]) > 3 * sum(len(r["steps"]) for r in shortest)
+    assert post(client, secret, pb_body(bench_spans(runs[2]))).status_code == 200  # the token marked used
+    counts = []
+    for chosen in (shortest, longest[:1], longest[1:3], longest[3:]):
+        spans = [bench_spans(r) for r in chosen]
+        with CaptureQueriesContext(connection) as new:  # every span but the root: new traces, running runs
+            assert post(client, secret, pb_body([s for trace in spans for s in trace[1:]])).status_code == 200
+        with CaptureQueriesContext(connection) as again:  # the roots: each run written again, and ended
+            assert post(client, secret, pb_body([trace[0] for trace in spans])).status_code == 200
+        statements = [q["sql"] for q in new.captured_queries + again.captured_queries]
+        assert not [sql for sql in statements if "SAVEPOINT" in sql.upper()]
+        counts.append((len(new.captured_queries), len(again.captured_queries)))
+    (short_new, short_again), (_, one_again), (two_new, two_again), (five_new, five_again) = counts
+    assert short_new == two_new == five_new  # 2 short, 2 long or 5 long new traces: the same statements
+    assert short_again == two_again  # 2 traces sent again: the same, whatever their steps
+    per_trace = two_again - one_again
+    assert 0 < per_trace <= 6 and five_again == two_again + 3 * per_trace
+    assert Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == 11
+
+
 def test_a_trace_whose_spans_stop_coming_ends_interrupted_and_a_late_span_writes_it_again(client, sender, settings):
     from datetime import timedelta
 

@@ -3,16 +3,18 @@
 One trace is one run (``source`` otlp, ``external_id`` the trace id, ``owner`` the token's user). A
 trace's spans may come in several requests and in any order: each request adds its spans to the
 trace's stored ones (``OtlpSpanBatch``; a span sent again is taken once), reads the whole trace again
-(``conventions.trace_read``, a run document) and records it with ``tracer.ingest.run_import_outcome``
-through the recording path. When the steps read are the ones already written plus more, only the new
-ones are written, so a live run grows step by step while its agent runs; when a late span changes
-what was written (it belongs before a written step, adds an attempt, or brings the root span's
-labels), the run is written again from the trace, keeping its id. The run ends once the trace's root
-span is in.
+(``conventions.trace_read``) and records it through the recording path: traces seen for the first
+time all together (``recording.runs_record_many``), a trace seen before by writing its run again
+from all its spans (``recording.imported_run_rewrite``, keeping its id). There, the steps already
+written as the trace now reads them stay, and only the ones that changed or are new are written, so
+a live run grows step by step while its agent runs, and a late span that changes what was written
+(it belongs before a written step, adds an attempt, or brings the root span's labels) rewrites
+only what it changes. The run ends once the trace's root span is in.
 
 Each trace is one transaction: its spans, its run and its steps land together or not at all, and a
 trace that cannot be written is refused alone (its spans counted as rejected) while the others of
-the request land.
+the request land. The new traces of a request share one transaction; when it fails they are written
+again one by one, each in its own.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from agents.events import ModelAttempt, RunEnd, RunStart, Verdict
 from agents.vocabulary import StepKind
 
 from .. import redaction
-from ..ingest import IngestError, run_import_outcome
+from ..ingest import IngestError
 from ..models import OtlpSpanBatch, OtlpTrace, Run
-from ..recording import DATABASE_LOST, RunRecord, rows_insert, runs_record_many
+from ..recording import DATABASE_LOST, RunRecord, imported_run_rewrite, rows_insert, runs_record_many
 from . import conventions
 from .wire import Span
 
@@ -119,7 +121,9 @@ def spans_receive(*, spans: list[Span], user) -> Receipt:
         if creating and batch_first and len(creating) > 1:
             try:
                 _traces_create(creating, user=user)
-            except IntegrityError:  # another request started one of them meanwhile
+            except DATABASE_LOST:
+                raise  # the whole request is answered 503, and the exporter sends it again
+            except Exception:  # another request started one of them meanwhile, or one cannot be written
                 batch_first = False
                 retry.update({trace_id: by_trace[trace_id] for trace_id, _, _ in creating})
             else:
@@ -229,17 +233,32 @@ def _trace_update(
     *, trace_id: str, trace: OtlpTrace | None, reading: conventions.TraceReading, fresh: list[Span], user
 ) -> None:
     """Record one trace whose spans arrived before (or that collided with another request), in one
-    transaction, through ``ingest.run_import_outcome``: the new steps appended, or the run written again."""
+    transaction: its new spans, and its run written again from all of them
+    (``recording.imported_run_rewrite``: the steps it had stay, the ones that changed or are new are
+    written), or written for the first time."""
+    record = _record(trace_id=trace_id, reading=reading, user=user)
     with transaction.atomic():
         if trace is None:
             # the row first: a request starting the same trace at once fails here, before any run
-            trace = OtlpTrace.objects.create(owner=user, trace_id=trace_id, span_count=len(fresh))
-        elif not OtlpTrace.objects.filter(pk=trace.pk, span_count=trace.span_count).update(
-            span_count=trace.span_count + len(fresh)
-        ):
-            raise _Conflict(trace_id)  # another request added spans since they were read
-        _span_batch(trace, fresh).save(force_insert=True)
-        outcome = run_import_outcome(
-            document=reading.document(), user=user, source=Run.Source.OTLP, source_detail=reading.meta.get("source", "")
-        )
-        OtlpTrace.objects.filter(pk=trace.pk).update(run=outcome.run, complete=reading.complete)
+            trace = OtlpTrace.objects.create(
+                owner=user, trace_id=trace_id, span_count=len(fresh), complete=reading.complete
+            )
+            run_id = (
+                Run.objects.filter(source=Run.Source.OTLP, owner=user, external_id=trace_id)
+                .values_list("pk", flat=True)
+                .first()
+            )
+        else:
+            if not OtlpTrace.objects.filter(pk=trace.pk, span_count=trace.span_count).update(
+                span_count=trace.span_count + len(fresh), complete=reading.complete
+            ):
+                raise _Conflict(trace_id)  # another request added spans since they were read
+            run_id = trace.run_id
+        rows_insert(rows=[_span_batch(trace, fresh)], returning=False)
+        if run_id is None:
+            (run,) = runs_record_many(records=[record])
+            OtlpTrace.objects.filter(pk=trace.pk).update(run=run)
+        else:
+            imported_run_rewrite(run_id=run_id, record=record)
+            if trace.run_id != run_id:
+                OtlpTrace.objects.filter(pk=trace.pk).update(run_id=run_id)
