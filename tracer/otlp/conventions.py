@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -174,15 +175,15 @@ class LlmCall:
     finish_reason: str = ""  # why the model stopped (the Messages API's stop_reason), when the span says
     model_attempts: list[ModelAttempt] = field(default_factory=list)  # rlt.model_attempts, given to one step
 
-    @property
+    @cached_property
     def request(self) -> dict[str, Any] | None:
-        """The Messages API request the span carries in ``input.value``, if it is one."""
+        """The Messages API request the span carries in ``input.value``, if it is one (read once)."""
         request = _json(self.raw_request)
         return request if isinstance(request, dict) and isinstance(request.get("messages"), list) else None
 
-    @property
+    @cached_property
     def response(self) -> dict[str, Any] | None:
-        """Its response, from ``output.value``, if it is one."""
+        """Its response, from ``output.value``, if it is one (read once)."""
         response = _json(self.raw_response)
         if isinstance(response, dict) and isinstance(response.get("content"), list) and response.get("role"):
             return response
@@ -302,6 +303,9 @@ def _finish_reason(a: dict[str, Any], messages: Any, call: LlmCall) -> str:
         reason = messages[0].get("finish_reason")
         if isinstance(reason, str) and reason:
             return reason[:40]
+    raw = call.raw_response
+    if isinstance(raw, str) and "stop_reason" not in raw and "\\u" not in raw:
+        return ""  # no stop_reason key in its JSON (not even spelled with escapes): not read for nothing
     response = call.response
     reason = response.get("stop_reason") if response is not None else None
     return reason[:40] if isinstance(reason, str) else ""

@@ -29,6 +29,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agents.events import ModelAttempt, RunEnd, RunStart, Verdict
+from agents.redaction import secret_name
 from agents.vocabulary import StepKind
 
 from .. import redaction
@@ -58,20 +59,59 @@ class _Conflict(Exception):
 
 def spans_redacted(spans: list[Span]) -> list[Span]:
     """``spans`` with every secret in their text replaced by its marker (``tracer.redaction``), before
-    anything of them is read or stored: the kept spans hold no secret either."""
+    anything of them is read or stored: the kept spans hold no secret either.
+
+    Most spans hold none: each span's strings are joined and scanned once (``Redactor.clean_text``),
+    and only a span where something could be a secret (a pattern's trigger, a secret value, an
+    attribute named like a secret, a nested value) is walked string by string."""
     redactor = redaction.redactor()
     resources: dict[int, dict[str, Any]] = {}  # a resource's attributes are shared by its spans
+    keys: dict[str, bool] = {}  # attribute key -> whether a span holding it must be walked
     for span in spans:
-        span.name = redactor.text(span.name)
-        span.status_message = redactor.text(span.status_message)
-        span.attributes = redactor(span.attributes)
-        if span.events:
-            span.events = redactor(span.events)
+        strings = _span_strings(span, keys, redactor)
+        if strings is None or not redactor.clean_text("\x00".join(strings)):
+            span.name = redactor.text(span.name)
+            span.status_message = redactor.text(span.status_message)
+            span.attributes = redactor(span.attributes)
+            if span.events:
+                span.events = redactor(span.events)
         key = id(span.resource)
         if key not in resources:
             resources[key] = redactor(span.resource)
         span.resource = resources[key]
     return spans
+
+
+def _span_strings(span: Span, keys: dict[str, bool], redactor) -> list[str] | None:
+    """The strings of ``span`` that redaction reads (its name, status message, attribute values and
+    events' names, attribute keys and values), or None when it must be walked: a nested value, or a
+    key named like a secret or holding one (``keys`` remembers each key's answer)."""
+    strings = [span.name, span.status_message]
+    for attributes in (span.attributes, *(event.get("attributes") or {} for event in span.events)):
+        for key, value in attributes.items():
+            walk = keys.get(key)
+            if walk is None:
+                walk = keys[key] = _key_walked(key, redactor)
+            if walk:
+                return None
+            kind = type(value)
+            if kind is str:
+                strings.append(value)
+            elif kind is list and all(type(v) in _PLAIN_ITEMS for v in value):
+                strings += [v for v in value if type(v) is str]
+            elif kind not in _PLAIN_ITEMS:
+                return None
+    strings += [event.get("name") or "" for event in span.events]
+    return strings
+
+
+_PLAIN_ITEMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _key_walked(key: str, redactor) -> bool:
+    """Whether an attribute key makes its span walked: it is named like a secret (its string value is
+    replaced whatever it says), or it holds a secret itself."""
+    return secret_name(key) or redactor.text(key) != key
 
 
 def spans_receive(*, spans: list[Span], user) -> Receipt:
