@@ -619,6 +619,7 @@ class SweepReport:
     resent: int = 0
     given_up: int = 0
     orphans_ended: int = 0
+    otlp_written: int = 0
     idle_outside_ended: int = 0
 
     def __str__(self) -> str:
@@ -626,7 +627,8 @@ class SweepReport:
         return (
             f"{len(self.interrupted)} run(s) interrupted (lease lapsed), {reruns} re-run(s) queued, "
             f"{self.resent} queued run(s) sent again, {self.given_up} queued run(s) given up, "
-            f"{self.orphans_ended} sub-agent run(s) ended, {self.idle_outside_ended} idle run(s) from outside ended"
+            f"{self.orphans_ended} sub-agent run(s) ended, {self.otlp_written} OTLP trace(s) written, "
+            f"{self.idle_outside_ended} idle run(s) from outside ended"
         )
 
 
@@ -636,15 +638,20 @@ def runs_sweep(*, now: datetime | None = None) -> SweepReport:
     In order: interrupt runs whose lease lapsed, each with one re-run (``run_interrupt_stale``);
     send again the tasks of queued runs whose message may be lost (``runs_resend``); give up on
     queued runs no worker takes (``runs_give_up_unclaimed``); end sub-agent runs left open under an
-    ended run; end runs from outside whose sender went quiet (``runs_end_idle_outside``). Each change
-    is a conditional ``UPDATE`` (and a skipped row lock on PostgreSQL), so a second sweep at the same
-    time changes nothing twice.
+    ended run; write the runs of OTLP traces left behind their stored spans (a process that died after
+    answering, ``otlp.receiver.traces_unrecorded_write``: those stored more than ``RLT_SWEEP_S`` ago);
+    end runs from outside whose sender went quiet (``runs_end_idle_outside``). Each change is a
+    conditional ``UPDATE`` (and a skipped row lock on PostgreSQL), so a second sweep at the same time
+    changes nothing twice.
     """
+    from .otlp.receiver import traces_unrecorded_write
+
     now = now or timezone.now()
     return SweepReport(
         interrupted=run_interrupt_stale(now=now),
         resent=runs_resend(now=now),
         given_up=runs_give_up_unclaimed(now=now),
         orphans_ended=runs_end_orphaned_children(),
+        otlp_written=traces_unrecorded_write(older_than=now - timedelta(seconds=settings.RLT_SWEEP_S)),
         idle_outside_ended=runs_end_idle_outside(now=now),
     )

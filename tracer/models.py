@@ -433,11 +433,22 @@ class OtlpTrace(models.Model):
     # the same trace at once collide on (owner, trace_id) before either writes a run
     run = models.OneToOneField(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="otlp_trace")
     span_count = models.PositiveIntegerField(default=0)  # spans stored; each write checks it did not move
+    # How many of them its run was last written from: fewer while a request that stored spans is still
+    # to write the run (it answers first, then writes), or after it died; the sweep writes those.
+    recorded_spans = models.PositiveIntegerField(default=0)
     complete = models.BooleanField(default=False)  # its root span has arrived
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True)  # when spans were last stored
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["owner", "trace_id"], name="otlptrace_owner_trace_unique")]
+        # the sweep's traces whose run is behind their spans (few, or none), oldest first
+        indexes = [
+            models.Index(
+                fields=["updated_at"],
+                name="otlptrace_unrecorded_idx",
+                condition=models.Q(recorded_spans__lt=models.F("span_count")),
+            )
+        ]
 
     def __str__(self) -> str:
         return f"trace {self.trace_id} (run {self.run_id})"

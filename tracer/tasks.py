@@ -56,7 +56,8 @@ def runs_sweep_task() -> None:
     followed by the next one.
     """
     report = execution.runs_sweep()
-    if report.interrupted or report.resent or report.given_up or report.orphans_ended or report.idle_outside_ended:
+    changes = (report.interrupted, report.resent, report.given_up, report.orphans_ended, report.otlp_written)
+    if any(changes) or report.idle_outside_ended:
         logger.warning("sweep: %s", report)
 
 

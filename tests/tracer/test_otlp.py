@@ -376,8 +376,110 @@ def test_receiving_takes_the_same_statements_whatever_the_steps_and_no_savepoint
     assert short_new == two_new == five_new  # 2 short, 2 long or 5 long new traces: the same statements
     assert short_again == two_again  # 2 traces sent again: the same, whatever their steps
     per_trace = two_again - one_again
-    assert 0 < per_trace <= 6 and five_again == two_again + 3 * per_trace
+    assert 0 < per_trace <= 10 and five_again == two_again + 3 * per_trace  # its spans stored, its run written
     assert Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == 11
+
+
+def test_a_batch_is_answered_once_its_spans_are_stored_and_its_runs_are_written_right_after(live_server, settings):
+    """A batch exporter's request is answered before its runs are written: the exporter makes its next
+    batch meanwhile. Against a real server, whose writer is held until the answer has arrived."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from tests.conftest import ARTIFACTS, wait_until
+    from tracer.otlp.views import ANSWER_FIRST_SPANS
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    hold = ARTIFACTS / f"otlp-hold-{random.randrange(10**9)}"
+    hold.touch()
+    settings.RLT_TEST_HOLD_FILE = str(hold)
+    user = importer("batch-exporter")
+    _, secret = token_create(user=user, name="t")
+    runs = bench_runs(12)
+    spans = [span for run in runs for span in bench_spans(run)]
+    assert len(spans) >= ANSWER_FIRST_SPANS
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=30
+    )
+    try:
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+        # answered with every span stored, committed (this is another connection), and no run yet
+        assert OtlpTrace.objects.filter(owner=user).aggregate(n=Sum("span_count"))["n"] == len(spans)
+        assert not Run.objects.filter(owner=user).exists()
+    finally:
+        hold.unlink()
+        exporter.shutdown()
+    wait_until(
+        lambda: Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == len(runs),
+        timeout=30,
+        what="the runs written after the answer",
+    )
+    for run in runs:
+        assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
+
+
+def test_runs_answered_but_not_written_when_the_process_died_are_written_by_the_sweep(client, sender, monkeypatch):
+    """Nothing is lost if the process dies after the answer: the spans were committed before it, and
+    the trace remembers its run is behind them (``OtlpTrace.recorded_spans``), for the sweep."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tracer.execution import runs_sweep
+    from tracer.otlp import views
+
+    user, _, secret = sender
+    runs = bench_runs(12)
+    spans = [span for run in runs for span in bench_spans(run)]
+    assert len(spans) >= views.ANSWER_FIRST_SPANS
+    monkeypatch.setattr(views, "_runs_write_after", lambda receipt, user: None)  # died right after answering
+    response = post(client, secret, pb_body(spans))
+    assert response.status_code == 200 and not answer(response).HasField("partial_success")
+    monkeypatch.undo()
+    assert not Run.objects.filter(owner=user).exists()
+    assert runs_sweep().otlp_written == 0  # a writer may still be at it: the sweep leaves it a while
+    later = timezone.now() + timedelta(minutes=1)
+    assert runs_sweep(now=later).otlp_written == len(runs)
+    for run in runs:
+        assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
+    assert runs_sweep(now=later).otlp_written == 0  # each written once
+    # the exporter sending the same batch again (it never got the answer) changes nothing either
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    assert Run.objects.filter(owner=user).count() == len(runs)
+
+
+def test_a_request_that_died_before_writing_is_made_good_by_its_spans_sent_again(client, sender, monkeypatch):
+    from tracer.otlp import views
+
+    user, _, secret = sender
+    runs = bench_runs(12)
+    spans = [span for run in runs for span in bench_spans(run)]
+    monkeypatch.setattr(views, "_runs_write_after", lambda receipt, user: None)
+    assert post(client, secret, pb_body(spans)).status_code == 200
+    monkeypatch.undo()
+    assert not Run.objects.filter(owner=user).exists()
+    assert post(client, secret, pb_body(spans)).status_code == 200  # sent again: every run written now
+    for run in runs:
+        assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
+
+
+def test_a_run_written_late_from_fewer_spans_does_not_undo_a_later_write(sender):
+    """Two requests of one trace, the later one's run written first (another server process was
+    quicker): the earlier, with fewer spans, arrives late and changes nothing."""
+    from tracer.otlp import receiver, wire
+
+    user, _, _ = sender
+    run = next(r for r in bench_runs(10) if r["stop_reason"] == "final_answer")
+    root, *children = bench_spans(run)
+    decoded = [wire.decode(pb_body(part), kind=wire.PROTOBUF).spans for part in (children[:3], [*children[3:], root])]
+    first = receiver.spans_store(spans=decoded[0], user=user)
+    second = receiver.spans_store(spans=decoded[1], user=user)
+    assert not receiver.traces_record(unrecorded=second.unrecorded, user=user)
+    whole = the_run(user)
+    assert recorded(whole) == expected(run) and whole.status == Run.Status.FINISHED
+    assert not receiver.traces_record(unrecorded=first.unrecorded, user=user)  # late: left as it is
+    assert recorded(the_run(user)) == expected(run) and the_run(user).status == Run.Status.FINISHED
+    assert steps_of(the_run(user)) == steps_of(whole)
 
 
 def test_a_trace_whose_spans_stop_coming_ends_interrupted_and_a_late_span_writes_it_again(client, sender, settings):

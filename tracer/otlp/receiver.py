@@ -1,20 +1,26 @@
 """Spans received at ``/v1/traces``, kept per trace, and each trace's run written through the recording path.
 
 One trace is one run (``source`` otlp, ``external_id`` the trace id, ``owner`` the token's user). A
-trace's spans may come in several requests and in any order: each request adds its spans to the
-trace's stored ones (``OtlpSpanBatch``; a span sent again is taken once), reads the whole trace again
-(``conventions.trace_read``) and records it through the recording path: traces seen for the first
-time all together (``recording.runs_record_many``), a trace seen before by writing its run again
-from all its spans (``recording.imported_run_rewrite``, keeping its id). There, the steps already
-written as the trace now reads them stay, and only the ones that changed or are new are written, so
-a live run grows step by step while its agent runs, and a late span that changes what was written
-(it belongs before a written step, adds an attempt, or brings the root span's labels) rewrites
-only what it changes. The run ends once the trace's root span is in.
+trace's spans may come in several requests and in any order. A request goes in two steps:
 
-Each trace is one transaction: its spans, its run and its steps land together or not at all, and a
-trace that cannot be written is refused alone (its spans counted as rejected) while the others of
-the request land. The new traces of a request share one transaction; when it fails they are written
-again one by one, each in its own.
+- ``spans_store``: its spans (redacted) are added to their traces' stored ones (``OtlpSpanBatch``;
+  a span sent again is taken once) and each trace is read whole again (``conventions.trace_read``):
+  a trace that cannot be read as a run is refused alone, and nothing of it is stored.
+- ``traces_record``: each trace's run is written from all its stored spans through the recording
+  path: traces seen for the first time together (``recording.runs_record_many``), a trace seen
+  before by writing its run again (``recording.imported_run_rewrite``, keeping its id): the steps
+  already written as the trace now reads them stay, and only those that changed or are new are
+  written, so a live run grows step by step while its agent runs, and a late span that changes what
+  was written (it belongs before a written step, adds an attempt, brings the root span's labels)
+  rewrites only what it changes. The run ends once the trace's root span is in.
+
+The view answers a small request after both steps, a batch between them (``views.ANSWER_FIRST_SPANS``).
+Each step is one transaction per trace (the new traces of a request share one; when it fails they
+are taken one by one), so a trace's spans land whole or not at all, and so does its run: at any
+moment a run is what a prefix of its stored spans says. ``OtlpTrace.recorded_spans`` says how many
+of them: a run is written only from more spans than it was, so a late or repeated write changes
+nothing, and a trace whose run is behind its spans (its writer died after the answer) is written by
+its next request, by the same spans sent again, or by the sweep (``traces_unrecorded_write``).
 """
 
 from __future__ import annotations
@@ -24,9 +30,12 @@ import logging
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Case, F, Value, When
+from django.utils import timezone
 
 from agents.events import ModelAttempt, RunEnd, RunStart, Verdict
 from agents.redaction import secret_name
@@ -45,12 +54,36 @@ CONFLICT_TRIES = 3
 
 
 @dataclass
+class Unrecorded:
+    """A trace whose spans are stored and whose run is still to be written from them (``traces_record``)."""
+
+    trace_pk: int
+    trace_id: str
+    reading: conventions.TraceReading  # what all its stored spans say
+    spans: int  # how many of its spans that is (OtlpTrace.recorded_spans once written)
+    run_id: int | None  # its run, when one was written before
+    new: bool  # its row was made by this request: no run can be written for it yet by another
+    sent: int = 0  # its spans in this request
+
+
+@dataclass
 class Receipt:
-    """What became of one request's spans."""
+    """What became of one request's spans, and the traces whose runs are still to be written."""
 
     accepted_spans: int = 0
     rejected_spans: int = 0
     errors: list[str] = field(default_factory=list)
+    unrecorded: list[Unrecorded] = field(default_factory=list)
+
+    def refuse(self, trace_id: str, spans: int, why: str) -> None:
+        self.rejected_spans += spans
+        self.errors.append(f"trace {trace_id}: {why}")
+
+    def unwritten(self, failed: list[tuple[Unrecorded, str]]) -> None:
+        """Count as refused the traces whose runs ``traces_record`` could not write."""
+        for item, why in failed:
+            self.accepted_spans -= item.sent
+            self.refuse(item.trace_id, item.sent, why)
 
 
 class _Conflict(Exception):
@@ -114,12 +147,15 @@ def _key_walked(key: str, redactor) -> bool:
     return secret_name(key) or redactor.text(key) != key
 
 
-def spans_receive(*, spans: list[Span], user) -> Receipt:
-    """Store ``spans`` with their traces and bring each trace's run up to date.
+def spans_store(*, spans: list[Span], user) -> Receipt:
+    """Store ``spans`` with their traces (redacted), each trace's spans in one transaction, and read
+    each trace whole; its run is left to ``traces_record`` (``Receipt.unrecorded``). A trace that
+    cannot be read as a run (``conventions.trace_read``) is refused alone and nothing of it stored.
 
-    Traces seen for the first time are written together, in one transaction (``_traces_create``);
-    a trace already stored is updated in a transaction of its own (``_trace_update``). Either way a
-    trace lands whole or not at all.
+    New traces are stored together, in one transaction; a trace stored before is guarded by its
+    ``span_count`` (another request that added spans meanwhile makes it read again). A trace whose
+    spans were all sent before changes nothing, unless its run is behind them (its writer died):
+    then it is written again.
     """
     receipt = Receipt()
     by_trace: dict[str, list[Span]] = defaultdict(list)
@@ -133,67 +169,128 @@ def spans_receive(*, spans: list[Span], user) -> Receipt:
         traces = {t.trace_id: t for t in OtlpTrace.objects.filter(owner=user, trace_id__in=list(pending))}
         stored: dict[int, list[Span]] = defaultdict(list)
         if traces:
-            batches = OtlpSpanBatch.objects.filter(trace__in=[t.pk for t in traces.values()])
+            batches = OtlpSpanBatch.objects.filter(trace__in=[t.pk for t in traces.values()]).order_by("pk")
             for trace_pk, data in batches.values_list("trace_id", "data"):
                 stored[trace_pk].extend(spans_unpacked(bytes(data)))
         retry: dict[str, list[Span]] = {}
-        creating: list[tuple[str, conventions.TraceReading, list[Span]]] = []
-        updating: list[tuple[str, OtlpTrace, conventions.TraceReading, list[Span]]] = []
+        storing: list[tuple[str, OtlpTrace | None, conventions.TraceReading, list[Span]]] = []
         for trace_id, new in pending.items():
             trace = traces.get(trace_id)
             earlier = stored.get(trace.pk, []) if trace else []
             known = {s.span_id for s in earlier}
             fresh = list({s.span_id: s for s in reversed(new) if s.span_id not in known}.values())[::-1]
-            if not fresh:
+            if not fresh and trace.recorded_spans >= trace.span_count:
                 receipt.accepted_spans += len(new)  # all sent before: nothing changes
                 continue
             try:
                 reading = conventions.trace_read(trace_id, earlier + fresh)
             except IngestError as exc:
-                receipt.rejected_spans += len(new)
-                problems = "; ".join(f"{e['path']}: {e['message']}" for e in exc.errors[:3])
-                receipt.errors.append(f"trace {trace_id}: {problems}")
+                receipt.refuse(trace_id, len(new), "; ".join(f"{e['path']}: {e['message']}" for e in exc.errors[:3]))
                 continue
-            if trace is None:
-                creating.append((trace_id, reading, fresh))
-            else:
-                updating.append((trace_id, trace, reading, fresh))
-        if creating and batch_first and len(creating) > 1:
+            if not fresh:  # sent again while its run is behind its spans: written from them now
+                receipt.accepted_spans += len(new)
+                receipt.unrecorded.append(
+                    Unrecorded(trace.pk, trace_id, reading, trace.span_count, trace.run_id, new=False, sent=len(new))
+                )
+                continue
+            storing.append((trace_id, trace, reading, fresh))
+        creating = [(trace_id, reading, fresh) for trace_id, trace, reading, fresh in storing if trace is None]
+        if batch_first and len(creating) > 1:
             try:
-                _traces_create(creating, user=user)
+                stored_new = _traces_store_new(creating, user=user)
             except DATABASE_LOST:
                 raise  # the whole request is answered 503, and the exporter sends it again
-            except Exception:  # another request started one of them meanwhile, or one cannot be written
+            except Exception:  # another request started one of them meanwhile, or one cannot be stored
                 batch_first = False
                 retry.update({trace_id: by_trace[trace_id] for trace_id, _, _ in creating})
             else:
-                receipt.accepted_spans += sum(len(by_trace[trace_id]) for trace_id, _, _ in creating)
-        else:
-            updating += [(trace_id, None, reading, fresh) for trace_id, reading, fresh in creating]
-        for trace_id, trace, reading, fresh in updating:
+                for item in stored_new:
+                    item.sent = len(by_trace[item.trace_id])
+                    receipt.accepted_spans += item.sent
+                receipt.unrecorded += stored_new
+            storing = [item for item in storing if item[1] is not None]
+        for trace_id, trace, reading, fresh in storing:
             try:
-                _trace_update(trace_id=trace_id, trace=trace, reading=reading, fresh=fresh, user=user)
+                item = _trace_store(trace_id=trace_id, trace=trace, reading=reading, fresh=fresh, user=user)
             except (_Conflict, IntegrityError):
                 retry[trace_id] = by_trace[trace_id]
                 continue
-            except IngestError as exc:
-                receipt.rejected_spans += len(by_trace[trace_id])
-                problems = "; ".join(f"{e['path']}: {e['message']}" for e in exc.errors[:3])
-                receipt.errors.append(f"trace {trace_id}: {problems}")
-                continue
             except DATABASE_LOST:
-                raise  # the whole request is answered 503, and the exporter sends it again
-            except Exception as exc:  # one trace that cannot be written is refused alone
+                raise
+            except Exception as exc:  # one trace that cannot be stored is refused alone
                 logger.exception("OTLP trace %s refused", trace_id)
-                receipt.rejected_spans += len(by_trace[trace_id])
-                receipt.errors.append(f"trace {trace_id}: {type(exc).__name__}: {exc}")
+                receipt.refuse(trace_id, len(by_trace[trace_id]), f"{type(exc).__name__}: {exc}")
                 continue
-            receipt.accepted_spans += len(by_trace[trace_id])
+            item.sent = len(by_trace[trace_id])
+            receipt.accepted_spans += item.sent
+            receipt.unrecorded.append(item)
         pending = retry
     for trace_id, new in pending.items():
-        receipt.rejected_spans += len(new)
-        receipt.errors.append(f"trace {trace_id}: written by other requests at the same time; send it again")
+        receipt.refuse(trace_id, len(new), "written by other requests at the same time; send it again")
     return receipt
+
+
+def traces_record(*, unrecorded: list[Unrecorded], user) -> list[tuple[Unrecorded, str]]:
+    """Write the runs of traces whose spans ``spans_store`` stored, each from all its spans: the new
+    traces' runs together in one transaction (``recording.runs_record_many``), the others one by one
+    (``recording.imported_run_rewrite``: the steps it had stay, the ones that changed or are new are
+    written). Each write is guarded by ``OtlpTrace.recorded_spans``: a run already written from as
+    many spans or more (by a later request, or the sweep) is left as it is, so writes that come late
+    or twice change nothing.
+
+    Returns the traces whose run could not be written and why; those are marked recorded all the
+    same, so the sweep does not try them again and again (their next span has them read again).
+    ``DATABASE_LOST`` is raised: those traces stay behind their spans, for the next request of each
+    or the sweep.
+    """
+    failed: list[tuple[Unrecorded, str]] = []
+    new = [u for u in unrecorded if u.new]
+    alone = [u for u in unrecorded if not u.new]
+    if len(new) > 1:
+        try:
+            _runs_create(new, user=user)
+        except DATABASE_LOST:
+            raise
+        except Exception:  # written meanwhile by a later request, or one of them cannot be written
+            alone = new + alone
+    else:
+        alone = new + alone
+    for item in alone:
+        try:
+            _run_write(item, user=user)
+        except DATABASE_LOST:
+            raise
+        except Exception as exc:
+            logger.exception("OTLP trace %s: its run could not be written", item.trace_id)
+            failed.append((item, f"{type(exc).__name__}: {exc}"))
+            OtlpTrace.objects.filter(pk=item.trace_pk, recorded_spans__lt=item.spans).update(recorded_spans=item.spans)
+    return failed
+
+
+def traces_unrecorded_write(*, older_than: datetime, limit: int = 100) -> int:
+    """Write the runs of traces whose spans were stored before ``older_than`` and whose run is still
+    behind them: a request answered once it had stored them, whose process died before it wrote the
+    run (or whose database went away). For beat's sweep; returns how many traces it wrote."""
+    behind = OtlpTrace.objects.filter(recorded_spans__lt=F("span_count"), updated_at__lt=older_than)
+    done = 0
+    for trace in behind.select_related("owner").order_by("updated_at")[:limit]:
+        spans = [
+            span
+            for (data,) in OtlpSpanBatch.objects.filter(trace=trace).order_by("pk").values_list("data")
+            for span in spans_unpacked(bytes(data))
+        ]
+        try:
+            reading = conventions.trace_read(trace.trace_id, spans)
+        except IngestError as exc:  # read when stored: only a change of this code gets here
+            logger.warning("OTLP trace %s can no longer be read: %s", trace.trace_id, exc)
+            OtlpTrace.objects.filter(pk=trace.pk).update(recorded_spans=F("span_count"))
+            continue
+        unrecorded = Unrecorded(trace.pk, trace.trace_id, reading, len(spans), trace.run_id, new=False)
+        if not traces_record(unrecorded=[unrecorded], user=trace.owner):
+            done += 1
+    if done:
+        logger.warning("wrote the runs of %d OTLP trace(s) left behind their stored spans", done)
+    return done
 
 
 def spans_packed(spans: list[Span]) -> bytes:
@@ -255,50 +352,86 @@ def _record(*, trace_id: str, reading: conventions.TraceReading, user) -> RunRec
     )
 
 
-def _traces_create(items: list[tuple[str, conventions.TraceReading, list[Span]]], *, user) -> None:
-    """Record traces seen for the first time, all in one transaction: their runs and steps
-    (``recording.runs_record_many``), their trace rows and their spans, in multi-row INSERTs
-    (``recording.rows_insert``)."""
+def _traces_store_new(items: list[tuple[str, conventions.TraceReading, list[Span]]], *, user) -> list[Unrecorded]:
+    """Store traces seen for the first time, all in one transaction: their rows and their spans, in
+    multi-row INSERTs (``recording.rows_insert``). A trace another request started meanwhile fails
+    them all (``IntegrityError``)."""
     with transaction.atomic():
-        runs = runs_record_many(records=[_record(trace_id=t, reading=r, user=user) for t, r, _ in items])
         traces = [
-            OtlpTrace(owner=user, trace_id=trace_id, run=run, span_count=len(fresh), complete=reading.complete)
-            for (trace_id, reading, fresh), run in zip(items, runs, strict=True)
+            OtlpTrace(owner=user, trace_id=trace_id, span_count=len(fresh), complete=reading.complete)
+            for trace_id, reading, fresh in items
         ]
         rows_insert(rows=traces)
-        rows_insert(rows=[_span_batch(trace, fresh) for trace, (_, _, fresh) in zip(traces, items, strict=True)])
+        batches = [_span_batch(trace, fresh) for trace, (_, _, fresh) in zip(traces, items, strict=True)]
+        rows_insert(rows=batches, returning=False)
+    return [
+        Unrecorded(trace.pk, trace_id, reading, len(fresh), None, new=True)
+        for trace, (trace_id, reading, fresh) in zip(traces, items, strict=True)
+    ]
 
 
-def _trace_update(
+def _trace_store(
     *, trace_id: str, trace: OtlpTrace | None, reading: conventions.TraceReading, fresh: list[Span], user
-) -> None:
-    """Record one trace whose spans arrived before (or that collided with another request), in one
-    transaction: its new spans, and its run written again from all of them
-    (``recording.imported_run_rewrite``: the steps it had stay, the ones that changed or are new are
-    written), or written for the first time."""
-    record = _record(trace_id=trace_id, reading=reading, user=user)
+) -> Unrecorded:
+    """Store the new spans of one trace, in one transaction: its row made (a request starting the same
+    trace at once fails here) or its ``span_count`` moved on, guarded (``_Conflict`` when another
+    request added spans since they were read), and its span batch."""
     with transaction.atomic():
         if trace is None:
-            # the row first: a request starting the same trace at once fails here, before any run
             trace = OtlpTrace.objects.create(
                 owner=user, trace_id=trace_id, span_count=len(fresh), complete=reading.complete
             )
+            count, new = len(fresh), True
+        else:
+            count, new = trace.span_count + len(fresh), False
+            if not OtlpTrace.objects.filter(pk=trace.pk, span_count=trace.span_count).update(
+                span_count=count, complete=reading.complete, updated_at=timezone.now()
+            ):
+                raise _Conflict(trace_id)
+        rows_insert(rows=[_span_batch(trace, fresh)], returning=False)
+    return Unrecorded(trace.pk, trace_id, reading, count, trace.run_id, new=new)
+
+
+def _runs_create(items: list[Unrecorded], *, user) -> None:
+    """Write the runs of traces this request stored first, all in one transaction: the traces marked
+    recorded first (their rows locked: a later request that read more of their spans waits, then
+    writes over these), then their runs and steps in two multi-row INSERTs
+    (``recording.runs_record_many``), then each trace linked to its run. ``_Conflict`` when one of
+    them was written meanwhile; then each is written alone."""
+    pks = [item.trace_pk for item in items]
+    with transaction.atomic():
+        marked = OtlpTrace.objects.filter(pk__in=pks, recorded_spans=0).update(
+            recorded_spans=Case(*(When(pk=item.trace_pk, then=Value(item.spans)) for item in items))
+        )
+        if marked != len(items):
+            raise _Conflict("written meanwhile")
+        runs = runs_record_many(records=[_record(trace_id=i.trace_id, reading=i.reading, user=user) for i in items])
+        OtlpTrace.objects.filter(pk__in=pks).update(
+            run_id=Case(*(When(pk=item.trace_pk, then=Value(run.pk)) for item, run in zip(items, runs, strict=True)))
+        )
+
+
+def _run_write(item: Unrecorded, *, user) -> None:
+    """Write one trace's run from its reading, in one transaction: the trace marked recorded first (a
+    run already written from as many of its spans or more is left as it is), then its run written
+    again (``recording.imported_run_rewrite``) or, the first time, written and linked."""
+    record = _record(trace_id=item.trace_id, reading=item.reading, user=user)
+    with transaction.atomic():
+        if not OtlpTrace.objects.filter(pk=item.trace_pk, recorded_spans__lt=item.spans).update(
+            recorded_spans=item.spans
+        ):
+            return
+        run_id = item.run_id
+        if run_id is None:
             run_id = (
-                Run.objects.filter(source=Run.Source.OTLP, owner=user, external_id=trace_id)
+                Run.objects.filter(source=Run.Source.OTLP, owner=user, external_id=item.trace_id)
                 .values_list("pk", flat=True)
                 .first()
             )
-        else:
-            if not OtlpTrace.objects.filter(pk=trace.pk, span_count=trace.span_count).update(
-                span_count=trace.span_count + len(fresh), complete=reading.complete
-            ):
-                raise _Conflict(trace_id)  # another request added spans since they were read
-            run_id = trace.run_id
-        rows_insert(rows=[_span_batch(trace, fresh)], returning=False)
         if run_id is None:
             (run,) = runs_record_many(records=[record])
-            OtlpTrace.objects.filter(pk=trace.pk).update(run=run)
-        else:
-            imported_run_rewrite(run_id=run_id, record=record)
-            if trace.run_id != run_id:
-                OtlpTrace.objects.filter(pk=trace.pk).update(run_id=run_id)
+            OtlpTrace.objects.filter(pk=item.trace_pk).update(run=run)
+            return
+        imported_run_rewrite(run_id=run_id, record=record)
+        if item.run_id is None:
+            OtlpTrace.objects.filter(pk=item.trace_pk).update(run_id=run_id)
