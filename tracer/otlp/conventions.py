@@ -687,23 +687,21 @@ def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> t
         previous_end = None
         for n, t in enumerate(group, start=1):
             attempts.append(
-                Attempt.from_dict(
-                    {
-                        "number": n,
-                        "ok": not t.is_error,
-                        "content": t.content,
-                        "category": t.category,
-                        "retryable": t.retryable,
-                        "message": t.message or None,
-                        "backoff_s": round(max(0, t.start_ns - previous_end) / 1e9, 9) if previous_end else 0.0,
-                        "latency_ms": round(max(0, t.end_ns - t.start_ns) / 1e6, 6),
-                        "empty": t.empty,
-                        # a span says only what went back to the model: that is the content, and the
-                        # tool_result made of it is the same (None: stored once, not twice) unless the
-                        # sender also said what the tool itself produced (rlt.attempt.content)
-                        "result_content": t.result if t.content_given else None,
-                        **t.extra,  # rlt.attempt.* that this tracer's own export wrote
-                    }
+                Attempt(
+                    number=n,
+                    ok=not t.is_error,
+                    content=t.content,
+                    category=t.category,
+                    retryable=t.retryable,
+                    message=t.message or None,
+                    backoff_s=round(max(0, t.start_ns - previous_end) / 1e9, 9) if previous_end else 0.0,
+                    latency_ms=round(max(0, t.end_ns - t.start_ns) / 1e6, 6),
+                    empty=t.empty,
+                    # a span says only what went back to the model: that is the content, and the
+                    # tool_result made of it is the same (None: stored once, not twice) unless the
+                    # sender also said what the tool itself produced (rlt.attempt.content)
+                    result_content=t.result if t.content_given else None,
+                    **t.extra,  # rlt.attempt.* that this tracer's own export wrote (EXTRA_ATTEMPT_FIELDS)
                 )
             )
             previous_end = t.end_ns

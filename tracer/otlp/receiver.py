@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Value, When
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agents.events import ModelAttempt, RunEnd, RunStart, Verdict
@@ -393,21 +393,32 @@ def _trace_store(
 
 
 def _runs_create(items: list[Unrecorded], *, user) -> None:
-    """Write the runs of traces this request stored first, all in one transaction: the traces marked
-    recorded first (their rows locked: a later request that read more of their spans waits, then
-    writes over these), then their runs and steps in two multi-row INSERTs
-    (``recording.runs_record_many``), then each trace linked to its run. ``_Conflict`` when one of
-    them was written meanwhile; then each is written alone."""
-    pks = [item.trace_pk for item in items]
+    """Write the runs of traces this request stored first, all in one transaction: the traces' rows
+    locked first, none of them written meanwhile (a later request that read more of their spans
+    waits, then writes over these; ``_Conflict`` when one was written already, and then each is
+    written alone), their runs and steps in two multi-row INSERTs (``recording.runs_record_many``),
+    then each trace marked recorded and linked to its run in one UPDATE."""
     with transaction.atomic():
-        marked = OtlpTrace.objects.filter(pk__in=pks, recorded_spans=0).update(
-            recorded_spans=Case(*(When(pk=item.trace_pk, then=Value(item.spans)) for item in items))
-        )
-        if marked != len(items):
+        unwritten = OtlpTrace.objects.filter(pk__in=[item.trace_pk for item in items], recorded_spans=0)
+        if len(unwritten.select_for_update().values_list("pk", flat=True)) != len(items):
             raise _Conflict("written meanwhile")
         runs = runs_record_many(records=[_record(trace_id=i.trace_id, reading=i.reading, user=user) for i in items])
-        OtlpTrace.objects.filter(pk__in=pks).update(
-            run_id=Case(*(When(pk=item.trace_pk, then=Value(run.pk)) for item, run in zip(items, runs, strict=True)))
+        _traces_recorded([(item.trace_pk, item.spans, run.pk) for item, run in zip(items, runs, strict=True)])
+
+
+def _traces_recorded(rows: list[tuple[int, int, int]]) -> None:
+    """Mark traces recorded and link each to its run, ``(trace pk, recorded_spans, run id)`` each, in
+    one UPDATE from a VALUES list (``Case``/``When`` for a request's 30 traces cost Django more to
+    build than the runs' inserts)."""
+    table = connection.ops.quote_name(OtlpTrace._meta.db_table)
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH v (trace_id, recorded, run_id) AS (VALUES {values}) "
+            f"UPDATE {table} SET recorded_spans = (SELECT recorded FROM v WHERE v.trace_id = {table}.id), "
+            f"run_id = (SELECT run_id FROM v WHERE v.trace_id = {table}.id) "
+            f"WHERE id IN (SELECT trace_id FROM v)",
+            [value for row in rows for value in row],
         )
 
 
