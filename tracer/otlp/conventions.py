@@ -383,12 +383,14 @@ def _tool_call(span: Span, labels: Labels) -> ToolCall:
         structured = result.get("error") if isinstance(result.get("error"), dict) else result
         if result.get("isError") is True or structured.get("isError") is True:
             failed = True
-    category = labels.first(span, "rlt.error.category") or _metadata(span).get("error_category")
-    if category not in CATEGORIES:
-        category = structured.get("errorCategory") if structured.get("errorCategory") in CATEGORIES else None
-    retryable = _bool(labels.first(span, "rlt.error.retryable"))
-    if retryable is None:
-        retryable = _bool(structured.get("isRetryable"))
+    category = retryable = None  # kept for a failed call only: its metadata is read only then
+    if failed:
+        category = labels.first(span, "rlt.error.category") or _metadata(span).get("error_category")
+        if category not in CATEGORIES:
+            category = structured.get("errorCategory") if structured.get("errorCategory") in CATEGORIES else None
+        retryable = _bool(labels.first(span, "rlt.error.retryable"))
+        if retryable is None:
+            retryable = _bool(structured.get("isRetryable"))
     message = _error_message(span) if failed else ""
     if failed and result is None:
         result = message or "Error"

@@ -99,9 +99,9 @@ def spans_redacted(spans: list[Span]) -> list[Span]:
     attribute named like a secret, a nested value) is walked string by string."""
     redactor = redaction.redactor()
     resources: dict[int, dict[str, Any]] = {}  # a resource's attributes are shared by its spans
-    keys: dict[str, bool] = {}  # attribute key -> whether a span holding it must be walked
+    keys = _Keys(redactor)
     for span in spans:
-        strings = _span_strings(span, keys, redactor)
+        strings = _span_strings(span, keys)
         if strings is None or not redactor.clean_text("\x00".join(strings)):
             span.name = redactor.text(span.name)
             span.status_message = redactor.text(span.status_message)
@@ -115,36 +115,47 @@ def spans_redacted(spans: list[Span]) -> list[Span]:
     return spans
 
 
-def _span_strings(span: Span, keys: dict[str, bool], redactor) -> list[str] | None:
+class _Keys:
+    """Attribute keys seen in a request, each checked once: whether a span holding it must be walked
+    (it is named like a secret, so its string value is replaced whatever it says, or it holds one)."""
+
+    def __init__(self, redactor) -> None:
+        self.redactor = redactor
+        self.seen: set[str] = set()
+        self.walked: set[str] = set()
+
+    def any_walked(self, attributes: dict[str, Any]) -> bool:
+        new = attributes.keys() - self.seen
+        for key in new:
+            if secret_name(key) or self.redactor.text(key) != key:
+                self.walked.add(key)
+        self.seen |= new
+        return bool(self.walked) and not self.walked.isdisjoint(attributes)
+
+
+def _span_strings(span: Span, keys: _Keys) -> list[str] | None:
     """The strings of ``span`` that redaction reads (its name, status message, attribute values and
     events' names, attribute keys and values), or None when it must be walked: a nested value, or a
-    key named like a secret or holding one (``keys`` remembers each key's answer)."""
+    key named like a secret or holding one."""
     strings = [span.name, span.status_message]
     for attributes in (span.attributes, *(event.get("attributes") or {} for event in span.events)):
-        for key, value in attributes.items():
-            walk = keys.get(key)
-            if walk is None:
-                walk = keys[key] = _key_walked(key, redactor)
-            if walk:
-                return None
-            kind = type(value)
-            if kind is str:
-                strings.append(value)
-            elif kind is list and all(type(v) in _PLAIN_ITEMS for v in value):
-                strings += [v for v in value if type(v) is str]
-            elif kind not in _PLAIN_ITEMS:
-                return None
+        if keys.any_walked(attributes):
+            return None
+        values = attributes.values()
+        texts = [v for v in values if type(v) is str]
+        if len(texts) != len(values):
+            for value in values:
+                kind = type(value)
+                if kind is list and all(type(v) in _PLAIN_ITEMS for v in value):
+                    texts += [v for v in value if type(v) is str]
+                elif kind not in _PLAIN_ITEMS:
+                    return None
+        strings += texts
     strings += [event.get("name") or "" for event in span.events]
     return strings
 
 
 _PLAIN_ITEMS = frozenset({str, int, float, bool, type(None)})
-
-
-def _key_walked(key: str, redactor) -> bool:
-    """Whether an attribute key makes its span walked: it is named like a secret (its string value is
-    replaced whatever it says), or it holds a secret itself."""
-    return secret_name(key) or redactor.text(key) != key
 
 
 def spans_store(*, spans: list[Span], user) -> Receipt:
