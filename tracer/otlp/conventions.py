@@ -672,10 +672,20 @@ def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> t
                 c.tokens_used = True
         return tokens_in, tokens_out
 
+    # the LLM call that asked for each tool call: the last (by start) of those that answered and had
+    # ended by the time the call started; one sweep over the answered calls by end, not a scan per call
+    answered = sorted((c.end_ns, i) for i, c in enumerate(calls) if not c.failed)
+    asking: dict[int, int | None] = {}
+    latest, k = None, 0
+    for start in sorted({group[0].start_ns for group in groups}):
+        while k < len(answered) and answered[k][0] <= start:
+            latest = answered[k][1] if latest is None else max(latest, answered[k][1])
+            k += 1
+        asking[start] = latest
+
     for group in groups:
         first, last = group[0], group[-1]
-        asking = [i for i, c in enumerate(calls) if not c.failed and c.end_ns <= first.start_ns]
-        llm_index = asking[-1] if asking else None
+        llm_index = asking[first.start_ns]
         call_id, text = first.call_id, None
         if llm_index is not None:
             text = calls[llm_index].text or None
