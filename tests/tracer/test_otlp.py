@@ -387,7 +387,7 @@ def test_a_batch_is_answered_once_its_spans_are_stored_and_its_runs_are_written_
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     from tests.conftest import ARTIFACTS, wait_until
-    from tracer.otlp.views import ANSWER_FIRST_SPANS
+    from tracer.otlp.views import ANSWER_FIRST_SPANS, write_behind
 
     ARTIFACTS.mkdir(exist_ok=True)
     hold = ARTIFACTS / f"otlp-hold-{random.randrange(10**9)}"
@@ -416,6 +416,47 @@ def test_a_batch_is_answered_once_its_spans_are_stored_and_its_runs_are_written_
     )
     for run in runs:
         assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
+    write_behind.join(timeout=10)  # its connection closed before the test database goes
+
+
+def test_a_threaded_server_takes_the_next_batch_while_the_last_ones_runs_are_still_being_written(live_server, settings):
+    """Under a threaded server a batch's runs are written by the process's writer thread, so the
+    exporter's connection takes its next batch at once instead of waiting for them. With the writer
+    held, both batches are answered (all their spans stored, no run yet); let go, it writes every run."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from tests.conftest import ARTIFACTS, wait_until
+    from tracer.otlp.views import ANSWER_FIRST_SPANS, write_behind
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    hold = ARTIFACTS / f"otlp-hold-{random.randrange(10**9)}"
+    hold.touch()
+    settings.RLT_TEST_HOLD_FILE = str(hold)
+    user = importer("two-batches")
+    _, secret = token_create(user=user, name="t")
+    runs = bench_runs(24)
+    first, second = ([span for run in half for span in bench_spans(run)] for half in (runs[:12], runs[12:]))
+    assert min(len(first), len(second)) >= ANSWER_FIRST_SPANS
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=10
+    )
+    try:
+        assert exporter.export(first) == SpanExportResult.SUCCESS
+        assert exporter.export(second) == SpanExportResult.SUCCESS  # not kept waiting by the first's runs
+        assert OtlpTrace.objects.filter(owner=user).aggregate(n=Sum("span_count"))["n"] == len(first) + len(second)
+        assert not Run.objects.filter(owner=user).exists()
+    finally:
+        hold.unlink()
+        exporter.shutdown()
+    wait_until(
+        lambda: Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == len(runs),
+        timeout=30,
+        what="both batches' runs written by the writer thread",
+    )
+    for run in runs:
+        assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
+    write_behind.join(timeout=10)
 
 
 def test_runs_answered_but_not_written_when_the_process_died_are_written_by_the_sweep(client, sender, monkeypatch):
@@ -1286,3 +1327,40 @@ def test_hostile_bodies_are_refused_or_taken_never_a_server_error(client, sender
     assert response.status_code in (200, 400), response.content[:300]
     if response.status_code == 400:
         assert refusal(response)[0]
+
+
+def test_the_writer_thread_keeps_order_slows_a_faster_sender_to_its_pace_and_ends_when_idle():
+    """``WriteBehind``: writes done in the order answered; with ``depth`` waiting, the next answer waits
+    for a place (an exporter faster than the database is slowed, spans in memory stay bounded); the
+    thread ends once idle, and the next write starts another."""
+    import threading
+    import time
+
+    from tracer.otlp.views import WriteBehind
+
+    writer = WriteBehind(depth=1, idle_s=0.1)
+    done: list[int] = []
+    gate = threading.Event()
+
+    def job(n: int):
+        def run():
+            gate.wait(10)
+            done.append(n)
+
+        return run
+
+    writer.submit(job(1))  # taken by the thread, held at the gate
+    time.sleep(0.1)
+    writer.submit(job(2))  # waits in the one place
+    third = threading.Thread(target=writer.submit, args=(job(3),))
+    third.start()
+    third.join(0.3)
+    assert third.is_alive(), "a third answer should wait for a place while two writes are pending"
+    gate.set()
+    third.join(5)
+    assert not third.is_alive()
+    writer.join(5)  # idle for idle_s: the thread ended
+    assert done == [1, 2, 3]
+    writer.submit(job(4))
+    writer.join(5)
+    assert done == [1, 2, 3, 4]

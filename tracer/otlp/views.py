@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
+import threading
 import time
 
 from django.conf import settings
@@ -120,7 +122,12 @@ def traces_receive(request: HttpRequest) -> HttpResponse:
         message = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
     body = wire.success_body(kind=kind, rejected_spans=rejected, error_message=message)
     if answer_first:
-        return _AnsweredFirst(body, content_type=kind, then=lambda: _runs_write_after(receipt, user))
+        return _AnsweredFirst(
+            body,
+            content_type=kind,
+            then=lambda: _runs_write_after(receipt, user),
+            behind=bool(request.META.get("wsgi.multithread")),
+        )
     return HttpResponse(body, content_type=kind)
 
 
@@ -139,22 +146,83 @@ def _runs_write_after(receipt: receiver.Receipt, user) -> None:
 
 class _AnsweredFirst(HttpResponse):
     """A response whose ``then`` runs once it has been sent: the WSGI server calls ``close()`` after
-    writing the body (gunicorn, runserver and Django's test client alike), before the connection takes
-    its next request, so the client is already on its way (an exporter encoding its next batch)."""
+    writing the body (gunicorn, runserver and Django's test client alike), so the client is already
+    on its way (an exporter encoding its next batch). Under a threaded server (``behind``: gunicorn's
+    gthread workers, runserver) ``then`` is handed to the process's writer thread (``WriteBehind``),
+    so the connection takes its next request at once, its spans stored while this one's runs are
+    written; otherwise it runs right here, before the connection takes its next request."""
 
-    def __init__(self, *args, then, **kwargs) -> None:
+    def __init__(self, *args, then, behind: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._then = then
+        self._behind = behind
 
     def close(self) -> None:
         then, self._then = self._then, None
         try:
             if then is not None:
-                then()
+                if self._behind:
+                    write_behind.submit(then)
+                else:
+                    then()
         except Exception:
             logger.exception("OTLP runs not written after the answer")
         finally:
             super().close()
+
+
+class WriteBehind:
+    """A thread of the process that writes the runs of requests answered first, in the order they were
+    answered, on its own database connection. At most ``depth`` writes wait behind the one being
+    done: a request answered while they do waits in ``close()`` for a place, so an exporter faster
+    than the database is slowed to its pace and the spans held in memory stay bounded. The thread
+    ends, closing its connection, once no write has come for ``idle_s`` seconds (the next answer
+    starts another); it is no daemon, so a process stopping gracefully finishes the writes queued
+    before it exits. A write the process dies before doing is done by the trace's next request or
+    beat's sweep (``receiver.traces_unrecorded_write``), as for a write that fails."""
+
+    def __init__(self, depth: int = 2, idle_s: float = 0.5) -> None:
+        self.idle_s = idle_s
+        self._jobs: queue.Queue = queue.Queue(maxsize=depth)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job) -> None:
+        self._jobs.put(job)  # waits while ``depth`` writes wait already
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name="otlp-runs-writer")
+                self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until the thread has written everything and ended (tests, before their database goes)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _work(self) -> None:
+        from django.db import close_old_connections, connections
+
+        try:
+            while True:
+                try:
+                    job = self._jobs.get(timeout=self.idle_s)
+                except queue.Empty:
+                    with self._lock:
+                        if self._jobs.empty():  # a job put now finds this thread gone and starts one
+                            self._thread = None
+                            return
+                    continue
+                try:
+                    close_old_connections()  # one the database dropped is opened again
+                    job()
+                except Exception:
+                    logger.exception("OTLP runs not written after the answer")
+        finally:
+            connections.close_all()
+
+
+write_behind = WriteBehind()
 
 
 @login_required
