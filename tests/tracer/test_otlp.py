@@ -380,9 +380,11 @@ def test_receiving_takes_the_same_statements_whatever_the_steps_and_no_savepoint
     assert Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == 11
 
 
-def test_a_batch_is_answered_once_its_spans_are_stored_and_its_runs_are_written_right_after(live_server, settings):
-    """A batch exporter's request is answered before its runs are written: the exporter makes its next
-    batch meanwhile. Against a real server, whose writer is held until the answer has arrived."""
+def exported_while_the_writer_is_held(url: str, settings, *, username: str, runs: list[dict], batches: int) -> None:
+    """Export ``runs``' spans to the server at ``url`` in ``batches`` batches (each one the receiver
+    answers first) while its writer is held (``RLT_TEST_HOLD_FILE``): every batch is answered with
+    all its spans stored and committed (read here on another connection) and no run yet. Then let go,
+    every run is written as the workload describes it."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -393,70 +395,44 @@ def test_a_batch_is_answered_once_its_spans_are_stored_and_its_runs_are_written_
     hold = ARTIFACTS / f"otlp-hold-{random.randrange(10**9)}"
     hold.touch()
     settings.RLT_TEST_HOLD_FILE = str(hold)
-    user = importer("batch-exporter")
+    user = importer(username)
     _, secret = token_create(user=user, name="t")
-    runs = bench_runs(12)
-    spans = [span for run in runs for span in bench_spans(run)]
-    assert len(spans) >= ANSWER_FIRST_SPANS
-    exporter = OTLPSpanExporter(
-        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=30
-    )
+    size = -(-len(runs) // batches)
+    parts = [[span for run in runs[k : k + size] for span in bench_spans(run)] for k in range(0, len(runs), size)]
+    assert len(parts) == batches and min(map(len, parts)) >= ANSWER_FIRST_SPANS
+    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=10)
     try:
-        assert exporter.export(spans) == SpanExportResult.SUCCESS
-        # answered with every span stored, committed (this is another connection), and no run yet
-        assert OtlpTrace.objects.filter(owner=user).aggregate(n=Sum("span_count"))["n"] == len(spans)
-        assert not Run.objects.filter(owner=user).exists()
+        for n, spans in enumerate(parts, 1):
+            assert exporter.export(spans) == SpanExportResult.SUCCESS, f"batch {n} not answered"
+            stored = OtlpTrace.objects.filter(owner=user).aggregate(n=Sum("span_count"))["n"]
+            assert stored == sum(map(len, parts[:n]))
+            assert not Run.objects.filter(owner=user).exists()
     finally:
         hold.unlink()
         exporter.shutdown()
     wait_until(
         lambda: Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == len(runs),
         timeout=30,
-        what="the runs written after the answer",
+        what="the runs written after the answers",
     )
     for run in runs:
         assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
     write_behind.join(timeout=10)  # its connection closed before the test database goes
 
 
+def test_a_batch_is_answered_once_its_spans_are_stored_and_its_runs_are_written_right_after(live_server, settings):
+    """A batch exporter's request is answered before its runs are written: the exporter makes its next
+    batch meanwhile. Against a real server, whose writer is held until the answer has arrived."""
+    exported_while_the_writer_is_held(
+        live_server.url, settings, username="batch-exporter", runs=bench_runs(12), batches=1
+    )
+
+
 def test_a_threaded_server_takes_the_next_batch_while_the_last_ones_runs_are_still_being_written(live_server, settings):
     """Under a threaded server a batch's runs are written by the process's writer thread, so the
-    exporter's connection takes its next batch at once instead of waiting for them. With the writer
-    held, both batches are answered (all their spans stored, no run yet); let go, it writes every run."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    from tests.conftest import ARTIFACTS, wait_until
-    from tracer.otlp.views import ANSWER_FIRST_SPANS, write_behind
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    hold = ARTIFACTS / f"otlp-hold-{random.randrange(10**9)}"
-    hold.touch()
-    settings.RLT_TEST_HOLD_FILE = str(hold)
-    user = importer("two-batches")
-    _, secret = token_create(user=user, name="t")
-    runs = bench_runs(24)
-    first, second = ([span for run in half for span in bench_spans(run)] for half in (runs[:12], runs[12:]))
-    assert min(len(first), len(second)) >= ANSWER_FIRST_SPANS
-    exporter = OTLPSpanExporter(
-        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=10
-    )
-    try:
-        assert exporter.export(first) == SpanExportResult.SUCCESS
-        assert exporter.export(second) == SpanExportResult.SUCCESS  # not kept waiting by the first's runs
-        assert OtlpTrace.objects.filter(owner=user).aggregate(n=Sum("span_count"))["n"] == len(first) + len(second)
-        assert not Run.objects.filter(owner=user).exists()
-    finally:
-        hold.unlink()
-        exporter.shutdown()
-    wait_until(
-        lambda: Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == len(runs),
-        timeout=30,
-        what="both batches' runs written by the writer thread",
-    )
-    for run in runs:
-        assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
-    write_behind.join(timeout=10)
+    exporter's connection takes its next batch at once instead of waiting for them (the exporter
+    would time out, its first batch's runs held): both batches are answered, then every run written."""
+    exported_while_the_writer_is_held(live_server.url, settings, username="two-batches", runs=bench_runs(24), batches=2)
 
 
 def test_runs_answered_but_not_written_when_the_process_died_are_written_by_the_sweep(client, sender, monkeypatch):
