@@ -173,13 +173,15 @@ class _AnsweredFirst(HttpResponse):
 
 class WriteBehind:
     """A thread of the process that writes the runs of requests answered first, in the order they were
-    answered, on its own database connection. At most ``depth`` writes wait behind the one being
-    done: a request answered while they do waits in ``close()`` for a place, so an exporter faster
-    than the database is slowed to its pace and the spans held in memory stay bounded. The thread
-    ends, closing its connection, once no write has come for ``idle_s`` seconds (the next answer
-    starts another); it is no daemon, so a process stopping gracefully finishes the writes queued
-    before it exits. A write the process dies before doing is done by the trace's next request or
-    beat's sweep (``receiver.traces_unrecorded_write``), as for a write that fails."""
+    answered, on its own database connection. Up to ``depth`` writes wait behind the one under way;
+    a request answered while that many wait writes its runs itself (the old way, before its
+    connection takes the next request), so several exporters at once still write in parallel, an
+    exporter faster than the database is slowed to its pace, and the spans held in memory stay
+    bounded. So does one answered when the thread cannot be started. The thread ends, closing its
+    connection, once no write has come for ``idle_s`` seconds (the next answer starts another); it is
+    no daemon, so a process stopping gracefully finishes the writes queued before it exits. A write
+    the process dies before doing is done by the trace's next request or beat's sweep
+    (``receiver.traces_unrecorded_write``), as for a write that fails."""
 
     def __init__(self, depth: int = 2, idle_s: float = 0.5) -> None:
         self.idle_s = idle_s
@@ -188,11 +190,16 @@ class WriteBehind:
         self._thread: threading.Thread | None = None
 
     def submit(self, job) -> None:
-        self._jobs.put(job)  # waits while ``depth`` writes wait already
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._work, name="otlp-runs-writer")
-                self._thread.start()
+        """``job`` queued for the thread, or done here when the queue is full or no thread can start."""
+        try:
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    thread = threading.Thread(target=self._work, name="otlp-runs-writer")
+                    thread.start()  # before the job is queued: a job never waits for a thread that is not there
+                    self._thread = thread
+                self._jobs.put_nowait(job)
+        except (queue.Full, RuntimeError):  # RuntimeError: no thread can be started now
+            job()
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until the thread has written everything and ended (tests, before their database goes)."""
@@ -209,7 +216,7 @@ class WriteBehind:
                     job = self._jobs.get(timeout=self.idle_s)
                 except queue.Empty:
                     with self._lock:
-                        if self._jobs.empty():  # a job put now finds this thread gone and starts one
+                        if self._jobs.empty():  # a job queued from now on finds no thread and starts one
                             self._thread = None
                             return
                     continue
