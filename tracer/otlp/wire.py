@@ -159,6 +159,8 @@ def _pb_value(value) -> Any:
         return None  # a profiles-only reference into a string table traces do not have
     if which == "string_value":
         return clean(value.string_value)
+    if which == "double_value":
+        return finite(value.double_value)
     return getattr(value, which)
 
 
@@ -308,18 +310,27 @@ def _integer(value: Any, path: str, *, unsigned: bool = False) -> int:
     return number
 
 
-def _double(value: Any, path: str) -> float:
+def _double(value: Any, path: str) -> float | None:
+    """A double: a number, or protobuf JSON's "NaN", "Infinity" and "-Infinity", which are kept as
+    None (``finite``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise WireError(path, "a number", _got(value))
     if isinstance(value, str):
         special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
         if value in special:
-            return special[value]
+            return finite(special[value])
         try:
-            return float(value)
+            return finite(float(value))
         except ValueError:
             raise WireError(path, "a number", _got(value)) from None
-    return float(value)
+    return finite(float(value))
+
+
+def finite(number: float) -> float | None:
+    """A double attribute as it is kept: None for NaN and the infinities, which JSON (what the runs and
+    the stored spans are written as) has no number for, so a trace read when its spans arrive and read
+    again from storage says the same, and a run holding one can be written."""
+    return number if math.isfinite(number) else None
 
 
 def _enum(value: Any, path: str, names: dict[str, int]) -> int:
