@@ -400,7 +400,7 @@ def exported_while_the_writer_is_held(url: str, settings, *, username: str, runs
     size = -(-len(runs) // batches)
     parts = [[span for run in runs[k : k + size] for span in bench_spans(run)] for k in range(0, len(runs), size)]
     assert len(parts) == batches and min(map(len, parts)) >= ANSWER_FIRST_SPANS
-    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=10)
+    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
     try:
         for n, spans in enumerate(parts, 1):
             assert exporter.export(spans) == SpanExportResult.SUCCESS, f"batch {n} not answered"
@@ -838,6 +838,50 @@ def test_malformed_bodies_are_400_naming_the_field_and_what_was_expected(client,
         URL, data=b"not gzip", content_type=PB, HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_CONTENT_ENCODING="gzip"
     )
     assert response.status_code == 400 and "gzip" in refusal(response)[0]
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_a_double_that_is_not_a_number_is_kept_as_null_and_the_run_is_written_all_the_same(client, encoding):
+    """OTLP doubles may be NaN or infinite (protobuf JSON spells them "NaN", "Infinity"); JSON, which
+    runs and stored spans are written as, has no such number: they are kept as null (a run holding
+    one could not be written before), and reading the trace again from storage (a late span) gives
+    the same labels."""
+    user = importer(f"nan-{encoding}")
+    _, secret = token_create(user=user, name="t")
+    tr = Tracer(resource={"service.name": "odd-numbers", "rlt.policy": "p"})
+    root = tr.span(
+        "agent",
+        {"openinference.span.kind": "AGENT", "rlt.score": float("nan"), "rlt.ratio": float("inf"), "rlt.ok": 0.5},
+        span_id=100,
+    )
+    answer = tr.span(
+        "llm",
+        {"openinference.span.kind": "LLM", "llm.output_messages.0.message.content": "Done.", "rlt.cost": -float("inf")},
+        parent=100,
+    )
+    encode, kind = (pb_body, PB) if encoding == "protobuf" else (json_body, "application/json")
+    response = post(client, secret, encode([answer, root]), content_type=kind)
+    assert response.status_code == 200 and not answer_of(response, kind), response.content
+    run = the_run(user)
+    assert run.status == Run.Status.FINISHED and run.final_answer == "Done."
+    # a null label says nothing: left out, as any attribute without a value
+    assert {k: run.labels.get(k, "absent") for k in ("rlt.score", "rlt.ratio", "rlt.ok")} == {
+        "rlt.score": "absent",
+        "rlt.ratio": "absent",
+        "rlt.ok": 0.5,
+    }
+    late = tr.span("retriever", {"openinference.span.kind": "CHAIN", "input.value": "x"}, parent=100)
+    assert post(client, secret, encode([late]), content_type=kind).status_code == 200
+    again = the_run(user)
+    assert again.pk == run.pk and again.labels == run.labels and again.final_answer == "Done."
+    assert OtlpTrace.objects.get(owner=user).recorded_spans == 3  # written again from all three, as stored
+
+
+def answer_of(response, kind: str):
+    """What a 200 answer says besides success: its partial_success, if any."""
+    if kind == PB:
+        return answer(response).HasField("partial_success")
+    return json.loads(response.content)
 
 
 def test_an_oversized_body_is_413_naming_the_limit(client, sender, settings):
@@ -1305,38 +1349,48 @@ def test_hostile_bodies_are_refused_or_taken_never_a_server_error(client, sender
         assert refusal(response)[0]
 
 
-def test_the_writer_thread_keeps_order_slows_a_faster_sender_to_its_pace_and_ends_when_idle():
-    """``WriteBehind``: writes done in the order answered; with ``depth`` waiting, the next answer waits
-    for a place (an exporter faster than the database is slowed, spans in memory stay bounded); the
-    thread ends once idle, and the next write starts another."""
+def test_the_writer_thread_keeps_order_writes_inline_when_full_or_unstartable_and_ends_when_idle(monkeypatch):
+    """``WriteBehind``: queued writes done in the order answered; with ``depth`` waiting, the next
+    answer's request thread writes its runs itself (several exporters still write in parallel, a
+    faster one waits for its own write); so does one when no thread can start; the thread ends once
+    idle, and the next write starts another."""
     import threading
     import time
 
     from tracer.otlp.views import WriteBehind
 
     writer = WriteBehind(depth=1, idle_s=0.1)
-    done: list[int] = []
+    done: list[tuple[int, str]] = []
     gate = threading.Event()
 
     def job(n: int):
         def run():
             gate.wait(10)
-            done.append(n)
+            done.append((n, threading.current_thread().name))
 
         return run
 
     writer.submit(job(1))  # taken by the thread, held at the gate
     time.sleep(0.1)
     writer.submit(job(2))  # waits in the one place
-    third = threading.Thread(target=writer.submit, args=(job(3),))
+    third = threading.Thread(target=writer.submit, args=(job(3),), name="request-3")
     third.start()
     third.join(0.3)
-    assert third.is_alive(), "a third answer should wait for a place while two writes are pending"
+    assert third.is_alive(), "the third answer's thread should be writing its own runs, held at the gate"
     gate.set()
     third.join(5)
-    assert not third.is_alive()
-    writer.join(5)  # idle for idle_s: the thread ended
-    assert done == [1, 2, 3]
-    writer.submit(job(4))
     writer.join(5)
-    assert done == [1, 2, 3, 4]
+    assert not writer._thread and not any(t.name == "otlp-runs-writer" for t in threading.enumerate())
+    assert [n for n, name in done if name == "otlp-runs-writer"] == [1, 2]
+    assert (3, "request-3") in done
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    writer.submit(job(4))  # written here, not left queued for a thread that never came
+    assert done[-1] == (4, threading.current_thread().name)
+    monkeypatch.undo()
+    writer.submit(job(5))
+    writer.join(5)
+    assert done[-1] == (5, "otlp-runs-writer") and writer._jobs.empty()
