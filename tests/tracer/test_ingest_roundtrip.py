@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from agents.events import Attempt, model_retries
@@ -228,3 +228,142 @@ def test_import_then_export_gives_the_same_steps_and_fields(doc):
     assert {k: v for k, v in second["run"].items() if k != "external_id"} == {
         k: v for k, v in exported["run"].items() if k != "external_id"
     }
+
+
+millis = st.integers(0, 10**6).map(lambda n: n / 1000)  # to the microsecond, as spans keep time
+
+
+@st.composite
+def recorded_tool_step(draw, index: int) -> dict:
+    """A tool call as the recorder writes it: failed attempts then, maybe, one that succeeded; the
+    step's outcome is its last attempt's, its retries the attempts before it, its latency theirs."""
+    failures = draw(st.integers(0, 3))
+    succeeded = failures == 0 or draw(st.booleans())
+    attempts = []
+    for number in range(1, failures + succeeded + 1):
+        ok = succeeded and number == failures + 1
+        content = draw(json_values.filter(lambda v: v is not None)) if not ok else draw(json_values)
+        attempts.append(
+            {
+                "number": number,
+                "ok": ok,
+                "content": content,
+                "category": None if ok else draw(category),
+                "retryable": None if ok else draw(st.none() | st.booleans()),
+                "message": None if ok else draw(text.filter(bool)),
+                "backoff_s": draw(millis) if number > 1 else 0.0,
+                "latency_ms": draw(millis),
+                "empty": draw(st.booleans()),
+                "result_content": content,
+            }
+        )
+    last = attempts[-1]
+    model = {"model_attempts": draw(model_attempts())} if draw(st.booleans()) else {}
+    return {
+        "index": index,
+        "kind": "tool_use",
+        "tool_name": draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=20)),
+        # unique in the run, as the API's are: spans sharing a call id are one call's attempts
+        "tool_use_id": f"toolu_{index}_" + draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", max_size=16)),
+        "input": draw(st.dictionaries(KEYS, json_values, max_size=3)),
+        "attempts": attempts,
+        "result_content": last["content"],
+        "is_error": not last["ok"],
+        "category": last["category"],
+        "retryable": last["retryable"],
+        "retry_count": len(attempts) - 1,
+        "latency_ms": round(sum(a["latency_ms"] + a["backoff_s"] * 1000 for a in attempts), 3),
+        "input_tokens": draw(st.integers(0, 10**6)),
+        "output_tokens": draw(st.integers(0, 10**6)),
+        "text": draw(text),
+        **model,
+        **({"api_stop_reason": "tool_use"} if draw(st.booleans()) else {}),
+    }
+
+
+@st.composite
+def recorded_runs(draw) -> dict:
+    """A run document as a recorded run reads: its steps' fields follow from their attempts; one that
+    answered stopped with its last step's answer; one whose model call failed for good crashed there;
+    otherwise a guard or the step limit stopped it, or it was interrupted, with its reason."""
+    doc = draw(documents())
+    steps = [draw(recorded_tool_step(index)) for index in range(1, draw(st.integers(0, 4)) + 1)]
+    run = dict(doc["run"], external_id="", policy=doc["run"]["policy"] or "p", policy_settings={}, transcript=None)
+    run.pop("api_stop_reason", None)
+    if run.get("failed_model_call"):
+        run.update(stop_reason="crashed", final_answer="", error=draw(text.filter(bool)))
+    elif draw(st.booleans()):
+        answer = draw(text.filter(bool))
+        model = {"model_attempts": draw(model_attempts())} if draw(st.booleans()) else {}
+        steps.append(
+            {
+                "index": len(steps) + 1,
+                "kind": "final_answer",
+                "tool_name": "",
+                "tool_use_id": "",
+                "input": None,
+                "attempts": [],
+                "result_content": None,
+                "is_error": False,
+                "category": None,
+                "retryable": None,
+                "retry_count": 0,
+                "latency_ms": 0.0,
+                "input_tokens": draw(st.integers(0, 10**6)),
+                "output_tokens": draw(st.integers(0, 10**6)),
+                "text": answer,
+                **model,
+                **({"api_stop_reason": "end_turn"} if draw(st.booleans()) else {}),
+            }
+        )
+        run.update(stop_reason="final_answer", final_answer=answer, error="")
+    else:
+        stop = draw(st.sampled_from(["consecutive_errors", "max_steps", "interrupted"]))
+        run.update(stop_reason=stop, final_answer="", error=draw(text) if stop == "interrupted" else "")
+    doc = {"format": "rlt.run/1", "run": run, "steps": steps}
+    if "model_retry_count" in run:  # a sender's count holds at least the retries its calls show
+        run["model_retry_count"] = max(run["model_retry_count"], counted_model_retries(doc))
+    return doc
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(doc=recorded_runs())
+def test_a_run_exported_as_otlp_and_received_back_gives_the_same_steps_and_fields(doc, client):
+    """The same property through the OTLP export: a generated run, imported, exported as OTLP JSON
+    (GenAI conventions) and sent to /v1/traces by another user, is the same run: its steps and every
+    field. Three things a run document may hold that a trace says otherwise, as docs/otlp.md says
+    ("The export"), are made as a recorded run has them: a policy (without one a trace's run takes its
+    service's name), a finished run's stop reason (without one, a trace without a final answer
+    crashed) and a final answer's text (an empty one is no step); and, as a recorded run has it, a
+    run's final answer is its last answer step's, and a run that answered stopped there."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    from tracer.models import Run
+    from tracer.otlp.export import run_otlp_export, trace_id_of
+    from tracer.tokens import token_create
+
+    note(json.dumps(doc, ensure_ascii=False))
+    run = ingest.run_import(document=ingest.document_validate(doc))
+    run.refresh_from_db()
+    before = as_json(ingest.run_export(run=run))
+    user, _ = get_user_model().objects.get_or_create(username="otlp-roundtrip")
+    user.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
+    _, secret = token_create(user=user, name="t")
+    body = json.dumps(run_otlp_export(run=run)).encode()
+    response = client.post("/v1/traces", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 200 and json.loads(response.content) == {}, response.content
+    back = Run.objects.get(source=Run.Source.OTLP, owner=user, external_id=trace_id_of(run))
+    after = as_json(ingest.run_export(run=back))
+    assert len(after["steps"]) == len(before["steps"])
+    for was, now in zip(before["steps"], after["steps"], strict=True):
+        changed = {key: (was.get(key), now.get(key)) for key in was.keys() | now.keys() if was.get(key) != now.get(key)}
+        assert not changed, f"step {was['index']}: {changed}"
+    different = {
+        name: (before["run"].get(name), value)
+        for name, value in after["run"].items()
+        if name not in ("external_id", "source") and before["run"].get(name) != value
+    }
+    assert not different, different

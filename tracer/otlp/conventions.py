@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -483,7 +483,11 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
         "scenario": labels.run_label("rlt.scenario", "scenario")[:100],
         "policy": (labels.run_label("rlt.policy", "policy") or service)[:40],
         "source": service[:200],
-        "model": next((c.model for c in reversed(llm_calls) if c.model), "")[:100],
+        # the model its calls name, else the one the root names (a run that made no call)
+        "model": (
+            next((c.model for c in reversed(llm_calls) if c.model), "")
+            or _text(root.attributes.get("gen_ai.request.model") if root is not None else "")
+        )[:100],
         "task": _task(root, llm_calls),
         "status": "finished" if complete else "running",
         "labels": _labels(labels),
@@ -534,7 +538,12 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
 
 
 def _when(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    """A span time in nanoseconds as a datetime, to the microsecond in integers (through a float, a
+    time of this decade lands a microsecond off)."""
+    return EPOCH + timedelta(microseconds=ns // 1000)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _present(meta: dict[str, Any]) -> dict[str, Any]:
@@ -543,7 +552,16 @@ def _present(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _labels(labels: Labels) -> dict[str, Any]:
-    """The sender's ``rlt.*`` attributes (root span, then resource) and its service, kept on the run."""
+    """The run's labels: the root's ``rlt.labels`` (a JSON object of names and plain values, as this
+    tracer's export writes a run's own labels) when it has one, else the sender's ``rlt.*``
+    attributes (root span, then resource) and its service."""
+    given = _json(labels.root.attributes.get("rlt.labels")) if labels.root else None
+    if isinstance(given, dict):
+        return {
+            str(key)[:100]: value[:1000] if isinstance(value, str) else value
+            for key, value in given.items()
+            if value is None or isinstance(value, (str, int, float, bool))
+        }
     out: dict[str, Any] = {}
     for source in (labels.resource, labels.root.attributes if labels.root else {}):
         for key, value in source.items():
@@ -616,8 +634,8 @@ def _end(root: Span, labels: Labels, final: str | None) -> dict[str, Any]:
     named = labels.run_label("rlt.stop_reason", "stop_reason")
     if named in STOP_REASONS:
         end["stop_reason"] = named
-        if named in (StopReason.CRASHED, StopReason.FATAL_ERROR) and root.status_message not in ("", named):
-            end["error"] = root.status_message
+        if named != StopReason.FINAL_ANSWER and root.status_message not in ("", named):
+            end["error"] = root.status_message  # why it stopped: a crash's error, an interruption's reason
     elif root.status_code == STATUS_ERROR and root.status_message in STOP_REASONS:
         end["stop_reason"] = root.status_message
     elif final is not None:

@@ -18,15 +18,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..models import Run, Step
-from .conventions import EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS, MODEL_RETRY_COUNT
+from .conventions import EPOCH, EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS, MODEL_RETRY_COUNT
 from .wire import STATUS_ERROR, STATUS_OK
 
 SCOPE = "repair-loop-tracer"
 SERVICE = "repair-loop-tracer"
 CHAT_NS = 1_000  # a model turn's span: steps keep no model latency
+
+
+def unix_ns(moment: datetime) -> int:
+    """``moment`` in nanoseconds since the epoch, in integers (``timestamp() * 1e9`` is a float: a
+    microsecond off for a time of this decade)."""
+    return (moment - EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def _hex(seed: str, digits: int) -> str:
@@ -53,8 +60,12 @@ def _value(value: Any) -> dict[str, Any]:
     return {"stringValue": str(value)}
 
 
+KEPT_EMPTY = frozenset({"gen_ai.tool.call.result"})  # a tool that answered "" said something
+
+
 def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in attrs.items() if v is not None and v != ""]
+    """Attributes as OTLP JSON, without those that say nothing (None, or "" but a tool's result)."""
+    return [{"key": k, "value": _value(v)} for k, v in attrs.items() if v is not None and (v != "" or k in KEPT_EMPTY)]
 
 
 def _dumps(value: Any) -> str:
@@ -86,7 +97,9 @@ class _Spans:
         events: list[dict[str, Any]] | None = None,
     ) -> str:
         self.count += 1
-        span_id = _hex(f"{self.trace_id}:{self.count}", 16)
+        # ids that sort in the order the spans were laid: a receiver ordering spans that start and end
+        # at the same nanosecond by their id (as this one does) reads them back in this order
+        span_id = _hex(self.trace_id, 8) + f"{self.count:08x}"
         status = {"code": STATUS_ERROR, "message": error} if error is not None else {"code": STATUS_OK}
         self.spans.append(
             {
@@ -123,7 +136,10 @@ def _model_call(attempts: list[dict[str, Any]], start: int) -> tuple[int, list[d
 
 
 def _chat_attrs(run: Run, step: Step, parts: list[dict[str, Any]], finish: str) -> dict[str, Any]:
+    """A step's model turn. Its finish reason is the API's stop reason when the step kept one (a run
+    from outside may not have): none is made up, so the step comes back without one too."""
     attempts = {MODEL_ATTEMPTS: _dumps(step.model_attempts)} if step.model_attempts else {}
+    message = {"role": "assistant", "parts": parts, **({"finish_reason": finish} if finish else {})}
     return {
         **attempts,
         "gen_ai.operation.name": "chat",
@@ -131,8 +147,8 @@ def _chat_attrs(run: Run, step: Step, parts: list[dict[str, Any]], finish: str) 
         "gen_ai.request.model": run.model_name,
         "gen_ai.usage.input_tokens": step.input_tokens,
         "gen_ai.usage.output_tokens": step.output_tokens,
-        "gen_ai.output.messages": _dumps([{"role": "assistant", "parts": parts, "finish_reason": finish}]),
-        "gen_ai.response.finish_reasons": [finish],
+        "gen_ai.output.messages": _dumps([message]),
+        "gen_ai.response.finish_reasons": [finish] if finish else None,
     }
 
 
@@ -140,7 +156,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
     """``run`` and its steps as an OTLP JSON ``ExportTraceServiceRequest``."""
     trace_id = trace_id_of(run)
     spans = _Spans(trace_id)
-    start_ns = int((run.started_at or run.created_at).timestamp() * 1e9)
+    start_ns = unix_ns(run.started_at or run.created_at)
     steps = list(Step.objects.filter(run=run).order_by("index"))
     root_id = _hex(f"{trace_id}:root", 16)
     t = start_ns
@@ -164,7 +180,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             parent=root_id,
             start=t,
             end=chat_end,
-            attrs=_chat_attrs(run, step, parts, step.api_stop_reason or ("end_turn" if final else "tool_use")),
+            attrs=_chat_attrs(run, step, parts, step.api_stop_reason),
             events=chat_events,
         )
         t = chat_end
@@ -242,9 +258,9 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             events=call_events,
         )
         t = call_end
-    end_ns = max(t, start_ns + CHAT_NS)
-    if run.finished_at:
-        end_ns = max(end_ns, int(run.finished_at.timestamp() * 1e9))
+    # the root ends when the run did (its steps' latencies, laid end to end, may run past a finish an
+    # imported run was given); a run without one ends after its last span
+    end_ns = unix_ns(run.finished_at) if run.finished_at else max(t, start_ns + CHAT_NS)
     root_attrs: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": run.policy_name or SERVICE,
@@ -259,6 +275,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
         "rlt.verdict": run.verdict,
         "rlt.verdict.reason": run.verdict_reason,
         "rlt.source": run.source,
+        "rlt.labels": _dumps(run.labels or {}),  # the run's own labels, as they are
         # GenAI has no name for a run's retried model calls; a coordinator's count includes its sub-agents'
         MODEL_RETRY_COUNT: run.model_retry_count or None,
     }
