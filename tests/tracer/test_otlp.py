@@ -840,6 +840,26 @@ def test_malformed_bodies_are_400_naming_the_field_and_what_was_expected(client,
     assert response.status_code == 400 and "gzip" in refusal(response)[0]
 
 
+def test_without_a_policy_label_a_traces_run_takes_its_services_name_as_its_policy(client, sender):
+    """docs/otlp.md "Labels": rlt.policy, else the root's metadata.policy, else service.name."""
+    user, _, secret = sender
+    for n, (resource, root_attrs, policy) in enumerate(
+        [
+            ({"service.name": "refund-bot"}, {}, "refund-bot"),
+            ({"service.name": "refund-bot"}, {"metadata": '{"policy": "from-metadata"}'}, "from-metadata"),
+            ({"service.name": "refund-bot", "rlt.policy": "labelled"}, {}, "labelled"),
+        ]
+    ):
+        tr = Tracer(trace_id=0xB0B0 + n, resource=resource)
+        root = tr.span("agent", {"openinference.span.kind": "AGENT", **root_attrs}, span_id=100)
+        answer = tr.span(
+            "llm", {"openinference.span.kind": "LLM", "llm.output_messages.0.message.content": "ok"}, parent=100
+        )
+        assert post(client, secret, pb_body([answer, root])).status_code == 200
+        run = Run.objects.get(owner=user, external_id=f"{0xB0B0 + n:032x}")
+        assert (run.policy_name, run.source_detail) == (policy, "refund-bot")
+
+
 @pytest.mark.parametrize("encoding", ["protobuf", "json"])
 def test_a_double_that_is_not_a_number_is_kept_as_null_and_the_run_is_written_all_the_same(client, encoding):
     """OTLP doubles may be NaN or infinite (protobuf JSON spells them "NaN", "Infinity"); JSON, which
