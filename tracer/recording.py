@@ -295,7 +295,8 @@ def _insert_cursor(conn):
     """A cursor for ``rows_insert``: on PostgreSQL one that sends its parameters apart from the query
     (server-side binding, psycopg's ``Cursor``), so the arrays of an UNNEST insert travel in binary
     instead of being spelled out in the query text by the driver; Django's own cursors elsewhere.
-    Wrapped as Django wraps its cursors, so it counts as a query wherever queries are counted."""
+    Wrapped as Django wraps its cursors, so its statements count as queries wherever queries are
+    counted (a ``COPY`` through it, ``_rows_copy``, does not: it is no ``execute``)."""
     if conn.vendor != "postgresql":
         return conn.cursor()
     import psycopg
