@@ -371,8 +371,8 @@ def _rows_write(*, model: type[db_models.Model], rows: Sequence[Any], read, now:
     head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
     tail = f" RETURNING {quote(meta.pk.column)}" if returning else ""
     # PostgreSQL: rows nobody reads back through COPY (``_rows_copy``), the others one array per
-    # column through UNNEST, as Django's own bulk_create does there (a placeholder per value makes the
-    # driver's query parsing the slowest part). SQLite: rows nobody reads back through one prepared
+    # column through UNNEST, as Django's own bulk_create does there (one "%s" query parameter per value
+    # makes the driver's query parsing the slowest part). SQLite: rows nobody reads back through one prepared
     # statement (executemany), the others as VALUES rows within the database's limit of query
     # parameters.
     unnest = conn.vendor == "postgresql"

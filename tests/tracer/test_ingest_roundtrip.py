@@ -104,6 +104,28 @@ def step_extras(draw) -> dict:
     return extras
 
 
+def final_answer_step(draw, *, index: int, answer: str, extras: dict) -> dict:
+    """A final answer step: its text, its tokens (drawn), and ``extras`` (its model call, its API stop reason)."""
+    return {
+        "index": index,
+        "kind": "final_answer",
+        "tool_name": "",
+        "tool_use_id": "",
+        "input": None,
+        "attempts": [],
+        "result_content": None,
+        "is_error": False,
+        "category": None,
+        "retryable": None,
+        "retry_count": 0,
+        "latency_ms": 0.0,
+        "input_tokens": draw(st.integers(0, 10**6)),
+        "output_tokens": draw(st.integers(0, 10**6)),
+        "text": answer,
+        **extras,
+    }
+
+
 @st.composite
 def steps(draw) -> list[dict]:
     out = []
@@ -129,26 +151,7 @@ def steps(draw) -> list[dict]:
             }
         )
     if draw(st.booleans()):
-        out.append(
-            {
-                "index": len(out) + 1,
-                "kind": "final_answer",
-                "tool_name": "",
-                "tool_use_id": "",
-                "input": None,
-                "attempts": [],
-                "result_content": None,
-                "is_error": False,
-                "category": None,
-                "retryable": None,
-                "retry_count": 0,
-                "latency_ms": 0.0,
-                "input_tokens": draw(st.integers(0, 10**6)),
-                "output_tokens": draw(st.integers(0, 10**6)),
-                "text": draw(text),
-                **step_extras(draw),
-            }
-        )
+        out.append(final_answer_step(draw, index=len(out) + 1, answer=draw(text), extras=step_extras(draw)))
     return out
 
 
@@ -295,27 +298,8 @@ def recorded_runs(draw) -> dict:
     elif draw(st.booleans()):
         answer = draw(text.filter(bool))
         model = {"model_attempts": draw(model_attempts())} if draw(st.booleans()) else {}
-        steps.append(
-            {
-                "index": len(steps) + 1,
-                "kind": "final_answer",
-                "tool_name": "",
-                "tool_use_id": "",
-                "input": None,
-                "attempts": [],
-                "result_content": None,
-                "is_error": False,
-                "category": None,
-                "retryable": None,
-                "retry_count": 0,
-                "latency_ms": 0.0,
-                "input_tokens": draw(st.integers(0, 10**6)),
-                "output_tokens": draw(st.integers(0, 10**6)),
-                "text": answer,
-                **model,
-                **({"api_stop_reason": "end_turn"} if draw(st.booleans()) else {}),
-            }
-        )
+        stop = {"api_stop_reason": "end_turn"} if draw(st.booleans()) else {}
+        steps.append(final_answer_step(draw, index=len(steps) + 1, answer=answer, extras={**model, **stop}))
         run.update(stop_reason="final_answer", final_answer=answer, error="")
     else:
         stop = draw(st.sampled_from(["consecutive_errors", "max_steps", "interrupted"]))
