@@ -285,12 +285,9 @@ class Redactor:
         answers False, and a trigger that only JSON's own quoting makes up (a false alarm) only means
         the walk is taken after all.
         """
-        if self._extra or "\\u" in text:
+        if "\\u" in text or any(escaped in text for _, escaped in self._literal_forms):
             return False
-        for value, escaped in self._literal_forms:
-            if value in text or escaped in text:
-                return False
-        return not self._any_trigger(text.lower())
+        return self.clean_text(text)
 
     def clean_text(self, text: str) -> bool:
         """Whether ``self.text(text)`` is ``text`` as it is, answered by one scan instead of the patterns:

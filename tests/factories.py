@@ -144,7 +144,7 @@ STEP_FIELDS = [f.name for f in Step._meta.concrete_fields if f.name not in ("id"
 
 def step_row(event: StepEvent, *, run: Run | None = None) -> Step:
     """The unsaved ``Step`` the recorder writes for ``event``."""
-    return recording._step_row(run=run, step=event)
+    return recording._step_row(run=run, values=recording._step_values(event))
 
 
 def step_fields(event: StepEvent) -> dict[str, Any]:

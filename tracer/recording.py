@@ -59,11 +59,6 @@ def _wasted_retries(step: StepEvent) -> int:
     return wasted
 
 
-def _search_text(step: StepEvent) -> str:
-    """What the runs list's search reads of one step: its tool, input, error messages and text."""
-    return _step_values(step).search
-
-
 def _error_messages(messages: Iterable[Any]) -> list[str]:
     """Each distinct failure message once, in order (a retried call often fails the same way)."""
     return list(dict.fromkeys(str(m) for m in messages if m))
@@ -149,7 +144,6 @@ def _refused(*, run_id: int, what: str) -> RunNotRunning:
 
 
 _STEP_KINDS = frozenset(Step.Kind.values)  # Kind.values builds its list again on each use
-_STEP_JSON = ("input", "attempts", "result_content", "model_attempts")  # Step's JSON columns
 
 
 @dataclass(slots=True)
@@ -211,9 +205,8 @@ def _step_values(step: StepEvent) -> StepValues:
     return StepValues(columns=columns, texts=texts, search=" ".join(parts))
 
 
-def _step_row(*, run: Run, step: StepEvent, values: StepValues | None = None) -> Step:
-    """The ``Step`` row of one ``StepEvent`` (of its ``values`` when made already), not yet saved."""
-    values = values or _step_values(step)
+def _step_row(*, run: Run, values: StepValues) -> Step:
+    """The ``Step`` row of one step, of its ``values`` (``_step_values``), not yet saved."""
     return Step(run=run, **values.columns)
 
 
@@ -337,20 +330,17 @@ def rows_insert(*, rows: Sequence[db_models.Model], returning: bool = True) -> N
         row._state.db = alias
 
 
-def values_insert(
-    *, model: type[db_models.Model], rows: Sequence[dict[str, Any]], returning: bool = False
-) -> list[int]:
-    """``rows_insert`` for rows given as plain dicts of column values by attribute name (``run_id``;
-    a column left out takes its field's default): no model instance is made. Returns the new ids
-    when ``returning``, else an empty list."""
+def values_insert(*, model: type[db_models.Model], rows: Sequence[dict[str, Any]]) -> None:
+    """``rows_insert`` for rows nobody reads back, given as plain dicts of column values by attribute
+    name (``run_id``; a column left out takes its field's default): no model instance is made."""
     if not rows:
-        return []
+        return
     defaults = {f.attname: f.get_default() for f in model._meta.concrete_fields if not f.primary_key}
 
     def read(row: dict[str, Any], name: str) -> Any:
         return row[name] if name in row else defaults[name]
 
-    return _rows_write(model=model, rows=rows, read=read, now=timezone.now(), returning=returning) or []
+    _rows_write(model=model, rows=rows, read=read, now=timezone.now(), returning=False)
 
 
 def _rows_write(*, model: type[db_models.Model], rows: Sequence[Any], read, now: datetime, returning: bool):
@@ -369,40 +359,38 @@ def _rows_write(*, model: type[db_models.Model], rows: Sequence[Any], read, now:
     columns = list(zip([f.attname for f in fields], converters, strict=True))
     quote = conn.ops.quote_name
     head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-    tail = f" RETURNING {quote(meta.pk.column)}" if returning else ""
-    # PostgreSQL: rows nobody reads back through COPY (``_rows_copy``), the others one array per
-    # column through UNNEST, as Django's own bulk_create does there (one "%s" query parameter per value
-    # makes the driver's query parsing the slowest part). SQLite: rows nobody reads back through one prepared
-    # statement (executemany), the others as VALUES rows within the database's limit of query
-    # parameters.
-    unnest = conn.vendor == "postgresql"
-    if unnest and not returning:
-        _rows_copy(conn=conn, table=meta.db_table, fields=fields, columns=columns, rows=rows, read=read)
-        return None
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    if unnest:
-        types = ", ".join(f"(%b)::{f.db_type(conn).split('(')[0]}[]" for f in fields)
-        size = len(rows)
-    else:
-        size = max(1, _sqlite_parameters(conn) // len(fields))
+    postgresql = conn.vendor == "postgresql"
+    # Rows nobody reads back: on PostgreSQL through COPY (``_rows_copy``), on SQLite through one
+    # prepared statement (executemany).
+    if not returning:
+        if postgresql:
+            _rows_copy(conn=conn, table=meta.db_table, fields=fields, columns=columns, rows=rows, read=read)
+        else:
+            with _insert_cursor(conn) as cursor:
+                cursor.executemany(
+                    head + "VALUES " + one, [[convert(read(row, name)) for name, convert in columns] for row in rows]
+                )
+        return None
+    # Rows whose ids are read back: on PostgreSQL one array per column through UNNEST, as Django's own
+    # bulk_create does there (one "%s" query parameter per value makes the driver's query parsing the
+    # slowest part); on SQLite VALUES rows within the database's limit of query parameters.
+    tail = f" RETURNING {quote(meta.pk.column)}"
     pks: list[int] = []
     with _insert_cursor(conn) as cursor:
-        if not unnest and not returning:
-            cursor.executemany(
-                head + "VALUES " + one, [[convert(read(row, name)) for name, convert in columns] for row in rows]
-            )
-            return None
-        for start in range(0, len(rows), size):
-            chunk = rows[start : start + size]
-            if unnest:
-                params = [[convert(read(row, name)) for row in chunk] for name, convert in columns]
-                cursor.execute(f"{head}SELECT * FROM UNNEST({types}){tail}", params)
-            else:
+        if postgresql:
+            types = ", ".join(f"(%b)::{f.db_type(conn).split('(')[0]}[]" for f in fields)
+            params = [[convert(read(row, name)) for row in rows] for name, convert in columns]
+            cursor.execute(f"{head}SELECT * FROM UNNEST({types}){tail}", params)
+            pks += [pk for (pk,) in cursor.fetchall()]
+        else:
+            size = max(1, _sqlite_parameters(conn) // len(fields))
+            for start in range(0, len(rows), size):
+                chunk = rows[start : start + size]
                 params = [convert(read(row, name)) for row in chunk for name, convert in columns]
                 cursor.execute(head + "VALUES " + ", ".join([one] * len(chunk)) + tail, params)
-            if returning:
                 pks += [pk for (pk,) in cursor.fetchall()]
-    return pks if returning else None
+    return pks
 
 
 def _rows_copy(*, conn, table: str, fields, columns, rows: Sequence[Any], read) -> None:
@@ -451,7 +439,7 @@ def step_record(*, run: Run, step: StepEvent, claim_token: str = "") -> Step:
     with transaction.atomic():
         if not _counters_bump(run_id=run.pk, steps=[step], searches=[values.search], claim_token=claim_token):
             raise _refused(run_id=run.pk, what=f"step {step.index}")
-        row = _step_row(run=run, step=step, values=values)
+        row = _step_row(run=run, values=values)
         row.save(force_insert=True)
     return row
 
@@ -471,7 +459,7 @@ def steps_record_many(*, run: Run, steps: Sequence[StepEvent], claim_token: str 
         if not _counters_bump(run_id=run.pk, steps=steps, searches=searches, claim_token=claim_token):
             first, last = steps[0].index, steps[-1].index
             raise _refused(run_id=run.pk, what=f"steps {first}-{last}" if len(steps) > 1 else f"step {first}")
-        rows = [_step_row(run=run, step=step, values=v) for step, v in zip(steps, values, strict=True)]
+        rows = [_step_row(run=run, values=v) for v in values]
         rows_insert(rows=rows)
         return rows
 

@@ -345,7 +345,7 @@ class Generator:
             input_tokens=sum(step.input_tokens for step in events),
             output_tokens=sum(step.output_tokens for step in events),
         )
-        search_text = "".join(text + "\n" for step in events if (text := recording._search_text(step)))
+        search_text = "".join(text + "\n" for step in events if (text := recording._step_values(step).search))
         task = f"{scenario or 'imported transcript'} #{number}"
         run = Run(
             experiment=experiment,

@@ -179,11 +179,7 @@ def spans_store(*, spans: list[Span], user) -> Receipt:
         if not pending:
             break
         traces = {t.trace_id: t for t in OtlpTrace.objects.filter(owner=user, trace_id__in=list(pending))}
-        stored: dict[int, list[Span]] = defaultdict(list)
-        if traces:
-            batches = OtlpSpanBatch.objects.filter(trace__in=[t.pk for t in traces.values()]).order_by("pk")
-            for trace_pk, data in batches.values_list("trace_id", "data"):
-                stored[trace_pk].extend(spans_unpacked(bytes(data)))
+        stored = _stored_spans([t.pk for t in traces.values()])
         retry: dict[str, list[Span]] = {}
         storing: list[tuple[str, OtlpTrace | None, conventions.TraceReading, list[Span]]] = []
         for trace_id, new in pending.items():
@@ -261,13 +257,12 @@ def traces_record(*, unrecorded: list[Unrecorded], user) -> list[tuple[Unrecorde
     if len(new) > 1:
         try:
             _runs_create(new, user=user)
+            new = []
         except DATABASE_LOST:
             raise
         except Exception:  # written meanwhile by a later request, or one of them cannot be written
-            alone = new + alone
-    else:
-        alone = new + alone
-    for item in alone:
+            pass  # each is written alone below
+    for item in new + alone:
         try:
             _run_write(item, user=user)
         except DATABASE_LOST:
@@ -286,11 +281,7 @@ def traces_unrecorded_write(*, older_than: datetime, limit: int = 100) -> int:
     behind = OtlpTrace.objects.filter(recorded_spans__lt=F("span_count"), updated_at__lt=older_than)
     done = 0
     for trace in behind.select_related("owner").order_by("updated_at")[:limit]:
-        spans = [
-            span
-            for (data,) in OtlpSpanBatch.objects.filter(trace=trace).order_by("pk").values_list("data")
-            for span in spans_unpacked(bytes(data))
-        ]
+        spans = _stored_spans([trace.pk]).get(trace.pk, [])
         try:
             reading = conventions.trace_read(trace.trace_id, spans)
         except IngestError as exc:  # read when stored: only a change of this code gets here
@@ -303,6 +294,16 @@ def traces_unrecorded_write(*, older_than: datetime, limit: int = 100) -> int:
     if done:
         logger.warning("wrote the runs of %d OTLP trace(s) left behind their stored spans", done)
     return done
+
+
+def _stored_spans(trace_pks: list[int]) -> dict[int, list[Span]]:
+    """The spans stored for each of these traces (by their row's id), in the order they were stored."""
+    stored: dict[int, list[Span]] = defaultdict(list)
+    if trace_pks:
+        batches = OtlpSpanBatch.objects.filter(trace__in=trace_pks).order_by("pk")
+        for trace_pk, data in batches.values_list("trace_id", "data"):
+            stored[trace_pk].extend(spans_unpacked(bytes(data)))
+    return stored
 
 
 def spans_packed(spans: list[Span]) -> bytes:

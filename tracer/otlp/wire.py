@@ -316,11 +316,8 @@ def _double(value: Any, path: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise WireError(path, "a number", _got(value))
     if isinstance(value, str):
-        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-        if value in special:
-            return finite(special[value])
         try:
-            return finite(float(value))
+            return finite(float(value))  # float() reads "NaN", "Infinity" and "-Infinity" too
         except ValueError:
             raise WireError(path, "a number", _got(value)) from None
     return finite(float(value))
