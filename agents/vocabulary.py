@@ -93,6 +93,12 @@ class ModelBackendName(StrEnum):
     REPLAY = "replay"  # a recorded cassette of request/response pairs
 
 
+# The model names the backends send: the simulated model's own, and the one the ``claude`` backend asks
+# for when ``ANTHROPIC_MODEL`` is unset.
+SIMULATED_MODEL_NAME = "simulated-rules-1"
+CLAUDE_DEFAULT_MODEL = "claude-haiku-4-5"
+
+
 class ToolTransport(StrEnum):
     """How the harness reaches a scenario's tools (a policy setting)."""
 

@@ -13,6 +13,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from agents import prices as _prices
 from agents import redaction as _redaction
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -235,6 +236,13 @@ CELERY_TASK_TIME_LIMIT = RLT_RUN_TIME_LIMIT_S + 90
 # Model backends
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")
+
+# Model prices (agents/prices.py): genai-prices' table, with RLT_PRICES's overrides read once here so
+# a bad one stops the process at start, naming the entry, instead of failing the first page with a cost.
+try:
+    _prices.overrides()
+except _prices.PriceTableError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 
 # Secrets are never stored (tracer.redaction, docs/recording.md "Secrets"): every text a run writes,
 # every log line and every cassette is redacted with the built-in patterns (always on), these extra

@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx2
 
-from ..vocabulary import ModelBackendName
+from ..vocabulary import CLAUDE_DEFAULT_MODEL, ModelBackendName
 from .base import ModelBackend
 
-DEFAULT_MODEL = "claude-haiku-4-5"
+DEFAULT_MODEL = CLAUDE_DEFAULT_MODEL
 
 
 class ClaudeBackend(ModelBackend):

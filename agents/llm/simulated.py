@@ -47,12 +47,12 @@ from typing import Any
 import httpx2
 
 from ..persona import Call, Persona, Wording
-from ..vocabulary import ApiStopReason, ErrorCategory, ModelBackendName
+from ..vocabulary import SIMULATED_MODEL_NAME, ApiStopReason, ErrorCategory, ModelBackendName
 from .base import ModelBackend
 
 __all__ = ["MODEL_NAME", "Call", "Persona", "SimulatedBackend", "SimulatedModel", "SimulatedTransport"]
 
-MODEL_NAME = "simulated-rules-1"
+MODEL_NAME = SIMULATED_MODEL_NAME
 
 ALLOWED_VALUES = re.compile(r"(?P<field>[\w.]+): Input should be (?P<values>'[^']*'(?:, '[^']*')*(?: or '[^']*')?)")
 WRONG_FORMAT = re.compile(r"(?P<field>\w+) '(?P<value>[^']*)' is not in (?P<fmt>[YMD]{2,4}(?:-[YMD]{2,4})+) format")
