@@ -26,3 +26,6 @@ urlpatterns = [
     path("v1/traces", otlp_views.traces_receive, name="otlp-traces"),
     path("", include("tracer.urls")),
 ]
+
+# A database that cannot be used answers 503 with Retry-After wherever it is met, not 500.
+handler500 = "tracer.outage.server_error"

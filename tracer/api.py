@@ -27,7 +27,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict, create_model
 
-from . import access, ingest, tokens
+from . import access, ingest, outage, tokens
 from .api_errors import ApiError, StrictJsonParser, body_size_check, json_loads, prefixed
 from .models import Run
 from .recording import DATABASE_LOST
@@ -174,8 +174,8 @@ def _conflict(request: HttpRequest, exc: IntegrityError) -> HttpResponse:
 def _database_busy(request: HttpRequest, exc: Exception) -> HttpResponse:
     """SQLite's lock held too long by another writer, or a database that went away: try again."""
     logger.warning("API call failed on the database: %s", exc)
-    message = "the database is busy or unreachable; try again shortly"
-    return _error_response(503, [{"path": "", "message": message}], headers={"Retry-After": "1"})
+    message = f"{outage.database_problem(exc)}; try again shortly"
+    return _error_response(503, [{"path": "", "message": message}], headers={"Retry-After": str(outage.RETRY_AFTER_S)})
 
 
 for _exc_class in DATABASE_LOST:

@@ -12,6 +12,8 @@
   end, before the test database is flushed.
 - ``sending_to``: this process's Celery app sends to another broker inside a ``with`` block, so
   ``experiment_launch`` here talks to the test's own Redis or broker folder.
+- ``Served``: the web server as ``./rlt up`` and docs/deployment.md run it (``config/gunicorn.py``),
+  over this session's test database or another one, on a free port.
 
 Never the shared servers: the PostgreSQL on 5432 and the Redis on 6379 are left alone.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -31,10 +34,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from django.test import override_settings
 
-from tests.conftest import BASE_DIR, WorkerProcess, purge_test_queue, subprocess_env
+from tests.conftest import (
+    ARTIFACTS,
+    BASE_DIR,
+    WorkerProcess,
+    database_url_for_workers,
+    purge_test_queue,
+    subprocess_env,
+    wait_until,
+)
 
 # Short lease, sweep and re-send periods for the workers of a fault test, so recovery is seen in
 # seconds: a lease not renewed for 3 s has expired, beat sweeps every second, a queued run whose
@@ -349,3 +361,69 @@ def manage(*args: str, env: dict[str, str | None], timeout: float = 180) -> subp
     if result.returncode != 0:
         raise AssertionError(f"manage.py {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
     return result
+
+
+# --- the web server ---------------------------------------------------------------------------
+
+
+class Served:
+    """The web server as ``./rlt up`` runs it (``config/gunicorn.py``, ``DEBUG`` off), on a free port.
+
+    Over this session's test database unless ``env`` names another ``DATABASE_URL``; ``held``: the
+    OTLP writer thread waits (``RLT_TEST_HOLD_FILE``) until ``release()``. Its error and access logs
+    go to one file in test-artifacts/ (``log()``).
+    """
+
+    def __init__(self, *, held: bool = False, env: dict[str, str | None] | None = None, workers: int = 1) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.hold = ARTIFACTS / f"otlp-writer-hold-{secrets.token_hex(4)}"
+        if held:
+            self.hold.touch()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = ARTIFACTS / f"gunicorn-{self.port}.log"
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        environment = subprocess_env(
+            {
+                "DATABASE_URL": database_url_for_workers(),
+                "RLT_TEST_HOLD_FILE": str(self.hold),
+                "DJANGO_DEBUG": "0",
+                "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+                "WEB_CONCURRENCY": str(workers),
+                **(env or {}),
+            }
+        )
+        self.proc = subprocess.Popen(
+            [
+                str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
+                *("-c", str(BASE_DIR / "config" / "gunicorn.py")),
+                *("--bind", f"127.0.0.1:{self.port}", "--access-logfile", "-", "config.wsgi"),
+            ],
+            cwd=BASE_DIR,
+            env=environment,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until(self._answers, timeout=60, what=f"gunicorn on port {self.port}")
+
+    def _answers(self) -> bool:
+        assert self.proc.poll() is None, self.log()[-3000:]
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def release(self) -> None:
+        self.hold.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self.release()
+        for proc in (
+            [*psutil.Process(self.proc.pid).children(recursive=True), self.proc] if self.proc.poll() is None else []
+        ):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        self.proc.wait(10)
+        self._log.close()

@@ -10,10 +10,7 @@ answer and the write every time.
 
 from __future__ import annotations
 
-import contextlib
-import secrets
 import signal
-import subprocess
 from datetime import timedelta
 
 import psutil
@@ -23,75 +20,21 @@ from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.conftest import ARTIFACTS, BASE_DIR, database_url_for_workers, subprocess_env, wait_until
+from tests.conftest import wait_until
 from tests.tracer.test_otlp import bench_runs, bench_spans, expected, importer, recorded
 from tracer.execution import runs_sweep
 from tracer.models import OtlpTrace, Run
 from tracer.otlp.views import ANSWER_FIRST_SPANS
 from tracer.tokens import token_create
 
-from .conftest import free_port
+from .conftest import Served
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 
-class Served:
-    """gunicorn over this session's test database, one worker process, its writer held until ``release()``."""
-
-    def __init__(self) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.hold = ARTIFACTS / f"otlp-writer-hold-{secrets.token_hex(4)}"
-        self.hold.touch()
-        self.port = free_port()
-        self.log_path = ARTIFACTS / f"gunicorn-{self.port}.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        env = subprocess_env(
-            {
-                "DATABASE_URL": database_url_for_workers(),
-                "RLT_TEST_HOLD_FILE": str(self.hold),
-                "DJANGO_DEBUG": "0",
-                "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-                "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-                "WEB_CONCURRENCY": "1",
-            }
-        )
-        self.proc = subprocess.Popen(
-            [
-                str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
-                *("-c", str(BASE_DIR / "config" / "gunicorn.py")),
-                *("--bind", f"127.0.0.1:{self.port}", "config.wsgi"),
-            ],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(self._answers, timeout=60, what=f"gunicorn on port {self.port}")
-
-    def _answers(self) -> bool:
-        import socket
-
-        assert self.proc.poll() is None, self.log_path.read_text()[-3000:]
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", self.port)) == 0
-
-    def release(self) -> None:
-        self.hold.unlink(missing_ok=True)
-
-    def stop(self) -> None:
-        self.release()
-        for proc in (
-            [*psutil.Process(self.proc.pid).children(recursive=True), self.proc] if self.proc.poll() is None else []
-        ):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        self.proc.wait(10)
-        self._log.close()
-
-
 @pytest.fixture
 def served():
-    server = Served()
+    server = Served(held=True)
     yield server
     server.stop()
 

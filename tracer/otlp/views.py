@@ -26,11 +26,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import access, selectors
+from ..outage import RETRY_AFTER_S, database_problem
 from . import export, receiver, wire
 
 logger = logging.getLogger(__name__)
 
-RETRY_AFTER_S = 5
 # A request of this many spans or more (a batch exporter's: the SDK's BatchSpanProcessor sends up to
 # 512) is answered as soon as its spans are stored, and its runs are written right after the answer,
 # while the exporter makes its next batch. A smaller one (a live agent's SimpleSpanProcessor sends
@@ -65,7 +65,13 @@ def traces_receive(request: HttpRequest) -> HttpResponse:
         kind = wire.media_type(request.content_type or "")
     except wire.UnsupportedMediaType as exc:
         return _refusal(kind=wire.JSON, status=415, message=str(exc))
-    user = _sender(request)
+    try:
+        user = _sender(request)
+        if user is not None:
+            access.user_permissions_load(user)  # one query, read afresh: a permission taken away counts at once
+    except (OperationalError, InterfaceError) as exc:  # the token cannot be checked: the exporter sends again
+        logger.warning("OTLP request not checked, the database cannot be read: %s", exc)
+        return _refusal(kind=kind, status=503, message=f"{database_problem(exc)}; send again")
     if user is None:
         return _refusal(
             kind=kind,
@@ -73,7 +79,6 @@ def traces_receive(request: HttpRequest) -> HttpResponse:
             message="an active API token is needed: send it as 'Authorization: Bearer <token>' "
             "(make one on the dashboard's Tokens page)",
         )
-    access.user_permissions_load(user)  # one query, read afresh: a permission taken away counts at once
     if not user.has_perms(access.IMPORT):
         return _refusal(
             kind=kind,
@@ -107,14 +112,14 @@ def traces_receive(request: HttpRequest) -> HttpResponse:
         receipt = receiver.spans_store(spans=decoded.spans, user=user)
     except (OperationalError, InterfaceError) as exc:
         logger.warning("OTLP request not stored, the database cannot be written: %s", exc)
-        return _refusal(kind=kind, status=503, message=f"the database cannot be written now ({exc}); send again")
+        return _refusal(kind=kind, status=503, message=f"{database_problem(exc)}; send again")
     answer_first = len(decoded.spans) >= ANSWER_FIRST_SPANS
     if not answer_first:
         try:
             receipt.unwritten(receiver.traces_record(unrecorded=receipt.unrecorded, user=user))
         except (OperationalError, InterfaceError) as exc:  # the spans are stored: sending again writes the runs
             logger.warning("OTLP runs not written, the database cannot be written: %s", exc)
-            return _refusal(kind=kind, status=503, message=f"the database cannot be written now ({exc}); send again")
+            return _refusal(kind=kind, status=503, message=f"{database_problem(exc)}; send again")
     rejected = len(decoded.rejected) + receipt.rejected_spans
     problems = decoded.rejected + receipt.errors
     message = ""
