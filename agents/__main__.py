@@ -1,4 +1,5 @@
-"""Command line: ``python -m agents run --scenario NAME --policy NAME`` prints a run's trace; ``list`` lists;
+"""Command line: ``python -m agents run --scenario NAME --policy NAME`` prints a run's trace, then its
+findings (``agents.diagnosis``); ``list`` lists;
 ``verdicts`` runs every scenario under every preset (simulated) and prints the verdict table.
 
 Scenario packs named in ``RLT_SCENARIO_PACKS`` are loaded first. Bad arguments, and a pack that cannot
@@ -140,9 +141,24 @@ def run(args: argparse.Namespace, out: TextIO) -> RunResult:
     result = run_scenario(
         scenario.name, policy, model=backend, recorder=PrintRecorder(out), seed=args.seed, time_limit_s=limit
     )
+    print_findings(result, out)
     if args.record:
         print(f"recorded to {args.record}", file=out)
     return result
+
+
+def print_findings(result: RunResult, out: TextIO, indent: str = "") -> None:
+    """The run's findings (``agents.diagnosis``) after its verdict, and each sub-agent's under its label."""
+    from .diagnosis.report import format_findings
+    from .diagnosis.rules import diagnose
+
+    print(file=out)
+    text = format_findings(diagnose(start=result.start, steps=result.steps, end=result.end))
+    for line in text.splitlines():
+        print(indent + line, file=out)
+    for child in result.children:
+        print(f"{indent}  [{child.label}]", file=out)
+        print_findings(child, out, indent + "    ")
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

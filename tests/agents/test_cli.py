@@ -17,7 +17,7 @@ def run_cli(*argv):
     return code, out.getvalue(), err.getvalue()
 
 
-def test_run_prints_the_backend_label_the_trace_and_the_verdict():
+def test_run_prints_the_backend_label_the_trace_the_verdict_and_then_the_findings():
     code, out, _ = run_cli("run", "--scenario", "refund-too-old", "--policy", "starter")
     assert code == 0
     lines = out.splitlines()
@@ -26,10 +26,11 @@ def test_run_prints_the_backend_label_the_trace_and_the_verdict():
     assert "    attempt 3 after 0.0s backoff: Error (tool knew: business, not retryable)" in lines
     assert any(line.startswith("final answer: I wasn't able to refund order 0871") for line in lines)
     assert "stop reason: final_answer" in lines
-    assert lines[-1] == (
+    verdict = lines.index(
         "verdict: FAIL: answered ✓; refund not applied ✓; refund asked for once ✗ (asked 3 times); "
         "answer gives 30 days ✗; answer gives 239 days ✗"
     )
+    assert lines[verdict + 2] == "findings: 2"
 
 
 def test_sub_agent_runs_are_printed_indented_where_they_happen():

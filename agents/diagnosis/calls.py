@@ -1,0 +1,216 @@
+"""A run read as the calls the model sent: who repeated what, and what the model was told each time.
+
+A step's attempts are the harness's tries of one call, except where the run's transcript shows the
+model sending the same call again after it failed (a Messages transcript read by the importer makes
+those attempts of one step): then each of them is a call of its own, sent by the model. A later step
+with the same tool and input right after a failed call is the model's repeat too. Either way the
+diagnosis says who repeated the call and counts each repeat once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Attempt, RunEnd, RunStart, StepEvent
+from ..vocabulary import ErrorCategory, StepKind
+from .effects import Effects, effects_of
+from .lint import category_from_words, says_nothing_found, structured_flags, text_of
+
+
+def call_key(tool: str | None, call_input: Any) -> str:
+    """Two calls are the same call when their tool and input are equal (keys in any order)."""
+    return f"{tool}\x1f{json.dumps(call_input, sort_keys=True, ensure_ascii=False, default=str)}"
+
+
+@dataclass
+class Failure:
+    """What one attempt's failure was, as far as the trace tells it, and where each part came from."""
+
+    category: str | None  # a category, or None when nothing says
+    retryable: bool | None
+    basis: str  # "the tool", "the structured result", "the message's words ('timed out')", ""
+    empty: bool = False  # "nothing found", reported as a failure or retried
+
+
+@dataclass
+class Call:
+    """One tool_use the model sent, with the harness's attempts at it and what the model got back."""
+
+    step: int  # the step it is (links point here)
+    attempt_from: int  # its first attempt's number within the step (1 unless the step holds model repeats)
+    tool: str
+    input: Any
+    attempts: list[Attempt]
+    sent: Any  # the tool_result content the model got; None when none was sent (the run stopped there)
+    sent_error: bool  # that tool_result's is_error (or what the result itself says)
+    tokens: tuple[int, int]  # of the model response that made this call
+    repeat_of: Call | None = None  # the model sent this same call again right after that one failed
+    sent_text: str = ""
+
+    @property
+    def key(self) -> str:
+        return call_key(self.tool, self.input)
+
+    @property
+    def harness_retries(self) -> int:
+        return len(self.attempts) - 1
+
+    @property
+    def delivered(self) -> bool:
+        """A tool_result reached the model."""
+        return self.sent is not None
+
+
+@dataclass
+class Trace:
+    """A run as diagnosis reads it."""
+
+    start: RunStart
+    end: RunEnd | None
+    steps: list[StepEvent]
+    calls: list[Call]
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> definition
+
+    def effects(self, tool: str) -> Effects:
+        return effects_of(self.tools.get(tool))
+
+    def schema(self, tool: str) -> dict[str, Any] | None:
+        definition = self.tools.get(tool) or {}
+        schema = definition.get("input_schema") or definition.get("inputSchema")
+        return schema if isinstance(schema, dict) else None
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.start.policy_settings or {}
+
+
+def failure_of(attempt: Attempt, *, sent: Any = None) -> Failure:
+    """An attempt's failure: the category the tool or the structured result gave, else the one its
+    message's words name (``lint.category_from_words``), else unknown."""
+    text = attempt.message or text_of(attempt.content) or text_of(sent)
+    empty = attempt.empty or says_nothing_found(
+        attempt.content if not attempt.ok else None, text if not attempt.ok else ""
+    )
+    if attempt.category:
+        carried, flag = structured_flags(sent if sent is not None else attempt.result_content)
+        basis = "the structured result" if carried == attempt.category else "the tool"
+        return Failure(attempt.category, attempt.retryable, basis, empty)
+    carried, flag = structured_flags(attempt.content if attempt.content is not None else sent)
+    if carried in set(ErrorCategory):
+        return Failure(carried, flag if flag is not None else attempt.retryable, "the structured result", empty)
+    if empty and not attempt.ok:
+        return Failure(None, attempt.retryable, "", True)
+    words = category_from_words(text or "")
+    if words is not None:
+        category, said = words
+        return Failure(category, attempt.retryable, f"the message's words ({said!r})", empty)
+    return Failure(None, attempt.retryable, "", empty)
+
+
+def _transcript_uses(transcript: Any) -> list[tuple[str, str]]:
+    """The (tool_use id, call key) of every tool_use in a transcript, in order."""
+    messages = transcript.get("messages") if isinstance(transcript, dict) else transcript
+    out = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                out.append((str(block.get("id") or ""), call_key(block.get("name"), block.get("input", {}))))
+    return out
+
+
+def _model_sends(steps: Sequence[StepEvent], transcript: Any) -> dict[int, int]:
+    """For each step, how many of its attempts the transcript shows the model sending (1: the harness
+    made the rest)."""
+    uses = _transcript_uses(transcript)
+    where = {use_id: k for k, (use_id, _) in enumerate(uses) if use_id}
+    step_ids = {s.tool_use_id for s in steps if s.tool_use_id}
+    sends: dict[int, int] = {}
+    for step in steps:
+        if step.kind != StepKind.TOOL_USE or len(step.attempts) < 2 or step.tool_use_id not in where:
+            continue
+        key = call_key(step.tool_name, step.input)
+        count = 1
+        for use_id, other in uses[where[step.tool_use_id] + 1 :]:
+            if count >= len(step.attempts):
+                break
+            if other == key and use_id not in step_ids:
+                count += 1
+        sends[step.index] = count
+    return sends
+
+
+def _sent_error(sent: Any, flagged: bool) -> bool:
+    if flagged:
+        return True
+    carried, _ = structured_flags(sent)
+    if isinstance(sent, dict) and sent.get("isError") is True:
+        return True
+    return carried is not None and carried != "empty" and isinstance(sent, dict) and "isError" in sent
+
+
+def trace_read(*, start: RunStart, steps: Sequence[StepEvent], end: RunEnd | None = None) -> Trace:
+    """The run as calls (module docstring), with its tools by name."""
+    tools = {str(t.get("name")): t for t in start.tools or [] if isinstance(t, dict) and t.get("name")}
+    transcript = end.transcript if end is not None else None
+    if isinstance(transcript, dict) and isinstance(transcript.get("tools"), list):
+        for t in transcript["tools"]:
+            if isinstance(t, dict) and t.get("name"):
+                tools.setdefault(str(t["name"]), t)
+    sends = _model_sends(steps, transcript)
+    calls: list[Call] = []
+    for step in steps:
+        if step.kind != StepKind.TOOL_USE:
+            continue
+        attempts = list(step.attempts) or [
+            Attempt(
+                number=1,
+                ok=not step.is_error,
+                content=step.result_content,
+                category=step.category,
+                retryable=step.retryable,
+                result_content=step.result_content,
+                is_error=step.is_error,
+            )
+        ]
+        by_model = sends.get(step.index, 1)
+        # the first send keeps the harness's attempts; each of the model's later sends is one attempt
+        groups = [attempts[: len(attempts) - by_model + 1]] + [[a] for a in attempts[len(attempts) - by_model + 1 :]]
+        for k, group in enumerate(groups):
+            last = group[-1]
+            final = k == len(groups) - 1
+            if final:
+                sent, flagged = step.result_content, step.is_error
+            else:
+                sent = last.result_content if last.result_content is not None else last.content
+                flagged = bool(last.is_error) or not last.ok
+            tokens = (step.input_tokens, step.output_tokens) if k == 0 else (0, 0)
+            if by_model > 1:  # the importer summed the model's repeats' tokens on the step: share them out
+                share = (step.input_tokens // by_model, step.output_tokens // by_model)
+                tokens = share
+            call = Call(
+                step=step.index,
+                attempt_from=group[0].number,
+                tool=step.tool_name or "",
+                input=step.input,
+                attempts=group,
+                sent=sent,
+                sent_error=_sent_error(sent, flagged),
+                tokens=tokens,
+            )
+            call.sent_text = text_of(sent) if sent is not None else ""
+            previous = calls[-1] if calls else None
+            if previous is not None and previous.key == call.key and (previous.sent_error or _found_nothing(previous)):
+                call.repeat_of = previous
+            calls.append(call)
+    return Trace(start=start, end=end, steps=list(steps), calls=calls, tools=tools)
+
+
+def _found_nothing(call: Call) -> bool:
+    last = call.attempts[-1]
+    return bool(last.ok and last.empty)
