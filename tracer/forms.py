@@ -13,8 +13,8 @@ from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTran
 
 from .experiments import STEP_DELAY_MAX_S
 from .models import Run, StopReview
+from .reads.runs_list import RUN_SORTS
 from .search import SEARCH_MIN_CHARS
-from .selectors import RUN_SORTS
 
 BLANK = [("", "any")]
 INHERIT = [("", "as in the base preset")]
@@ -95,7 +95,7 @@ class RunFilterForm(forms.Form):
         self.fields["tag"].choices = BLANK + [(t, t) for t in tags or []]
 
     def offer_experiments(self, experiments: Sequence[Any]) -> None:
-        """The experiment filter's choices (``selectors.experiment_choices``); the filter takes any
+        """The experiment filter's choices (``reads.experiment_page.experiment_choices``); the filter takes any
         experiment's id, these are the ones offered."""
         self.fields["experiment"].widget.choices = BLANK + [(e.pk, f"#{e.pk} {e}") for e in experiments]
 

@@ -186,7 +186,7 @@ class Run(models.Model):
                 fields=["scenario", "policy_name", "parent", "-created_at", "-id"], name="run_scen_pol_created_idx"
             ),
             models.Index(fields=["policy_name"], name="run_policy_idx"),
-            # Covers the policy matrix (``selectors.matrix_groups``: its filter, then its GROUP BY
+            # Covers the policy matrix (``reads.matrix.matrix_groups``: its filter, then its GROUP BY
             # columns in order, then every column it sums) and the stop queue's "latest finished run per
             # scenario × policy" (id included: SQLite's indexes hold it anyway, PostgreSQL's need it to
             # skip the table).
@@ -228,7 +228,7 @@ class Run(models.Model):
             # The list's source filter; and a sender's run found again by its id (a re-sent trace).
             models.Index(fields=["source", "-created_at", "-id"], name="run_source_created_idx"),
             models.Index(fields=["external_id"], name="run_external_id_idx"),
-            # The runs list's column sorts (``selectors.RUN_SORTS``): top-level runs by one column, ties
+            # The runs list's column sorts (``reads.runs_list.RUN_SORTS``): top-level runs by one column, ties
             # by id in the same direction, so a page reads 50 entries of one index either way. SQLite
             # reads these; PostgreSQL cannot read an order after "parent_id IS NULL" and reads partial
             # indexes of (column, id) instead, made for it alone by migration 0022.

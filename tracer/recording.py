@@ -14,7 +14,7 @@ A write lands only while the run may still be written: a run that has ended refu
 claim's lease (``lease_expires``). Writers without a claim (importers) leave ``claim_token`` empty.
 
 HackSoft style: keyword-only typed arguments, ``<entity>_<action>`` names. Reads live in
-``selectors.py``.
+``reads/``, one module per page.
 """
 
 from __future__ import annotations

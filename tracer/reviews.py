@@ -6,7 +6,7 @@ a run a guard stopped also gets why it stopped (``StopReview.verdict``). The jud
 ``Run.verdict``: pages show both ("judge: fail · reviewer: pass — reason"), and what a run counts as
 (``StopReview.effective_verdict``; the policy matrix's passes) is the override where there is one.
 
-Identical stops (``selectors.stop_signature``): the same scenario, policy and stop reason, and the same
+Identical stops (``stops_page.stop_signature``): the same scenario, policy and stop reason, and the same
 failing tool and error at the end. Every write checks every field first and raises one
 ``ValidationError`` naming each bad one; then nothing is written.
 """
@@ -20,8 +20,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from . import selectors
 from .models import ReviewTag, Run, StopReview
+from .reads import stops_page
 
 TAG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 MAX_TAGS = 10
@@ -116,7 +116,7 @@ def run_review_save(
         errors.setdefault("identical", []).append(f"run {run.pk} was not stopped by a guard: it has no identical stops")
     others: list[Run] = []
     if identical and not errors:
-        others = selectors.stops_identical(run=run)
+        others = stops_page.stops_identical(run=run)
         for other in others:  # an override must differ from each run's own judge
             if verdict_override and verdict_override == other.verdict:
                 errors.setdefault("verdict_override", []).append(

@@ -1,4 +1,5 @@
-"""Dashboard pages. Function views: read with selectors, write with services, branch on ``request.htmx``.
+"""Dashboard pages. Function views: read with ``reads/`` (a module per page), write with services,
+branch on ``request.htmx``.
 
 Every page works as a plain link; an htmx request gets only the fragment it targets. A view that
 answers a page and its fragments at one URL is ``@fragments``: its responses vary on the htmx
@@ -23,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
-from . import access, reviews, selectors, tokens
+from . import access, reviews, tokens
 from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create
 from .forms import (
     ID_MAX,
@@ -38,6 +39,7 @@ from .forms import (
     add_service_errors,
 )
 from .models import ApiToken, Run, StopReview
+from .reads import common, compare_page, compare_picker, experiment_page, matrix, run_page, runs_list, stops_page
 
 RUNS_PER_PAGE = 50
 STOPS_PER_PAGE = 20
@@ -55,19 +57,19 @@ def run_list(request: HttpRequest) -> HttpResponse:
     """Runs filtered, searched and sorted as the query string says, a page of 50; ``run-table`` and
     ``run-rows`` are its fragments. ``run_rows_live`` refreshes the rows of its active runs, and on the
     first page in the default order brings in new runs that match at the top."""
-    form = RunFilterForm(request.GET, **selectors.run_filter_values())
+    form = RunFilterForm(request.GET, **runs_list.run_filter_values())
     form.is_valid()
     experiment = form.cleaned_data.get("experiment")
-    form.offer_experiments(selectors.experiment_choices(selected=[experiment] if experiment else []))
+    form.offer_experiments(experiment_page.experiment_choices(selected=[experiment] if experiment else []))
     filters = form.filters()
-    sort = filters.get("sort") or selectors.DEFAULT_RUN_SORT
-    runs = selectors.run_list(filters=filters, sort=sort)
-    page = selectors.run_page(
+    sort = filters.get("sort") or runs_list.DEFAULT_RUN_SORT
+    runs = runs_list.run_list(filters=filters, sort=sort)
+    page = runs_list.run_page(
         runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE, searched=bool(filters.get("q"))
     )
-    newest_first = page.number == 1 and sort == selectors.DEFAULT_RUN_SORT
+    newest_first = page.number == 1 and sort == runs_list.DEFAULT_RUN_SORT
     after = max((run.pk for run in page), default=0) if newest_first else None
-    active = [selectors.run_version(run) for run in page if run.is_active]
+    active = [runs_list.run_version(run) for run in page if run.is_active]
     context = {"form": form, "page": page, "sort": sort} | _live(request, active=active, after=after)
     if request.htmx.target == "run-rows":
         return render(request, "tracer/run_list.html#run-rows", context)
@@ -119,20 +121,20 @@ def run_rows_live(request: HttpRequest) -> HttpResponse:
         )
         return render(request, "400.html", {"message": message}, status=400)
     after = None if after is None else int(after)
-    live = selectors.run_rows_changed(versions=versions, watch=after is not None)
+    live = runs_list.run_rows_changed(versions=versions, watch=after is not None)
     new, count = [], None
     if after is not None and live.newest > after:
-        form = RunFilterForm(request.GET, **selectors.run_filter_values())
+        form = RunFilterForm(request.GET, **runs_list.run_filter_values())
         form.is_valid()
         filters = form.filters()
-        new = selectors.run_rows_new(filters=filters, after=after, newest=live.newest, limit=RUNS_PER_PAGE)
+        new = runs_list.run_rows_new(filters=filters, after=after, newest=live.newest, limit=RUNS_PER_PAGE)
         new = [run for run in new if run.pk not in versions]
         if new:  # the count above the table follows
-            count = selectors.run_count(runs=selectors.run_list(filters=filters), searched=bool(filters.get("q")))
+            count = runs_list.run_count(runs=runs_list.run_list(filters=filters), searched=bool(filters.get("q")))
     elif not live.changed:
         return HttpResponse(status=204)
     context = {"changed": live.changed, "new": new, "count": count, "emptied": after == 0}
-    active = [selectors.run_version(run) for run in new if run.is_active] + live.active
+    active = [runs_list.run_version(run) for run in new if run.is_active] + live.active
     context |= _live(request, active=active, after=live.newest if after is not None else None)
     return render(request, "tracer/run_list.html#run-live-update", context)
 
@@ -143,20 +145,20 @@ def run_rows_live(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's page; its ``run-waterfall`` fragment redraws the picture of the run while it runs, asked
     for when the live step fragment says new steps arrived (``runStepsArrived``)."""
-    run = selectors.run_get(pk=pk)
+    run = run_page.run_get(pk=pk)
     if request.htmx.target == "run-waterfall":
-        context = {"run": run, "waterfall": selectors.run_waterfall(run=run)}
+        context = {"run": run, "waterfall": run_page.run_waterfall(run=run)}
         return render(request, "tracer/run_detail.html#run-waterfall", context)
-    window = selectors.step_window_first(run=run, at=selectors.index_or_zero(request.GET.get("at")))
+    window = run_page.step_window_first(run=run, at=common.index_or_zero(request.GET.get("at")))
     context = {
         "run": run,
         "window": window,
         "last_index": window.last_index,
-        "guard_errors": selectors.run_guard_errors(run=run),
-        "reruns": selectors.run_reruns(run=run),
-        "sub_agents": selectors.run_sub_agents(run=run),
-        "waterfall": selectors.run_waterfall(run=run, window=window),
-        "others": selectors.run_other_policies(run=run),
+        "guard_errors": run_page.run_guard_errors(run=run),
+        "reruns": run_page.run_reruns(run=run),
+        "sub_agents": run_page.run_sub_agents(run=run),
+        "waterfall": run_page.run_waterfall(run=run, window=window),
+        "others": run_page.run_other_policies(run=run),
     } | _review_context()
     return render(request, "tracer/run_detail.html", context)
 
@@ -168,24 +170,24 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
     """The live fragment: steps after ``?after=``, the run's status, and the next poller while active.
     Asked by a gap in the timeline (``step-gap-N``), the next window of steps after ``?after=`` and
     before ``?before=`` (from the one holding ``?at=``), and gaps for the rest."""
-    run = selectors.run_get(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
-    after = selectors.index_or_zero(request.GET.get("after"))
+    run = run_page.run_get(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
+    after = common.index_or_zero(request.GET.get("after"))
     if request.htmx.target and request.htmx.target.startswith("step-gap-"):
-        before = selectors.index_or_zero(request.GET.get("before")) or None
-        window = selectors.step_window(
-            run=run, after=after, before=before, at=selectors.index_or_zero(request.GET.get("at"))
+        before = common.index_or_zero(request.GET.get("before")) or None
+        window = run_page.step_window(
+            run=run, after=after, before=before, at=common.index_or_zero(request.GET.get("at"))
         )
-        context = {"run": run, "window": window, "sub_agents": selectors.run_sub_agents(run=run)}
+        context = {"run": run, "window": window, "sub_agents": run_page.run_sub_agents(run=run)}
         return render(request, "tracer/run_detail.html#step-window", context)
-    window = selectors.step_window_new(run=run, after=after)
+    window = run_page.step_window_new(run=run, after=after)
     context = {
         "run": run,
         "window": window,
         "last_index": window.last_index or after,
-        "guard_errors": selectors.run_guard_errors(run=run),
-        "reruns": selectors.run_reruns(run=run),
+        "guard_errors": run_page.run_guard_errors(run=run),
+        "reruns": run_page.run_reruns(run=run),
         # nested under the new steps, and those running named on the live line
-        "sub_agents": selectors.run_sub_agents(run=run),
+        "sub_agents": run_page.run_sub_agents(run=run),
         "oob": True,
     }
     if not run.is_active:  # the run's end swaps in its review form, which "Reviewed once it has ended" held
@@ -213,22 +215,22 @@ def compare(request: HttpRequest) -> HttpResponse:
     gap = (request.htmx.target or "").startswith("row-gap-")
     if form.is_valid():
         a_id, b_id = form.cleaned_data["a"], form.cleaned_data["b"]
-        at = selectors.index_or_zero(request.GET.get("at"))
+        at = common.index_or_zero(request.GET.get("at"))
         try:
             if gap:
-                cmp = selectors.run_compare_rows(
+                cmp = compare_page.run_compare_rows(
                     a_id=a_id,
                     b_id=b_id,
-                    after=selectors.index_or_zero(request.GET.get("after")),
-                    before=selectors.index_or_zero(request.GET.get("before")) or None,
+                    after=common.index_or_zero(request.GET.get("after")),
+                    before=common.index_or_zero(request.GET.get("before")) or None,
                     at=at,
                     plain=request.GET.get("plain") == "1",
                 )
                 context = {"cmp": cmp, "a": cmp.a, "b": cmp.b, "d": cmp.divergence}
                 return render(request, "tracer/compare.html#aligned-lines", context)
-            context["cmp"] = selectors.run_compare(a_id=a_id, b_id=b_id, at=at)
+            context["cmp"] = compare_page.run_compare(a_id=a_id, b_id=b_id, at=at)
         except Http404:
-            missing = selectors.run_ids_missing(ids=[a_id, b_id])
+            missing = compare_picker.run_ids_missing(ids=[a_id, b_id])
             for name, pk in (("a", a_id), ("b", b_id)):
                 if pk in missing:
                     form.add_error(name, f"there is no run #{pk}")
@@ -236,25 +238,25 @@ def compare(request: HttpRequest) -> HttpResponse:
     elif gap:
         status = 400
     cmp = context.get("cmp")
-    context["choices"] = selectors.compare_choices(include=[cmp.a, cmp.b] if cmp else [])
+    context["choices"] = compare_picker.compare_choices(include=[cmp.a, cmp.b] if cmp else [])
     return render(request, "tracer/compare.html", context, status=status)
 
 
 def _policies_context(request: HttpRequest) -> dict:
     matrix_form = MatrixFilterForm(request.GET)
     narrowing = matrix_form.filters()
-    experiments = selectors.experiment_choices(selected=narrowing["experiment_ids"])
+    experiments = experiment_page.experiment_choices(selected=narrowing["experiment_ids"])
     known = {e.pk for e in experiments}
     missing = sorted(set(narrowing["experiment_ids"]) - known)  # named on the page and left out
     narrowing["experiment_ids"] = chosen = [pk for pk in narrowing["experiment_ids"] if pk in known]
     return {
-        "matrix": selectors.policy_matrix(policies=request.GET.getlist("policy"), **narrowing),
+        "matrix": matrix.policy_matrix(policies=request.GET.getlist("policy"), **narrowing),
         "matrix_form": matrix_form,
         "narrowing": narrowing,
         "experiments": experiments,
         "missing_experiments": missing,
         "experiment_id": chosen[0] if len(chosen) == 1 else None,  # the cells' links narrow the runs list to it
-        "variants": selectors.policy_variant_list(),
+        "variants": matrix.policy_variant_list(),
     }
 
 
@@ -263,7 +265,7 @@ def _policies_context(request: HttpRequest) -> dict:
 @fragments
 def policies(request: HttpRequest) -> HttpResponse:
     if request.htmx.target == "policy-list":
-        return render(request, "tracer/policies.html#policy-list", {"variants": selectors.policy_variant_list()})
+        return render(request, "tracer/policies.html#policy-list", {"variants": matrix.policy_variant_list()})
     context = _policies_context(request) | {"form": PolicyVariantForm()}
     if request.htmx.target == "policy-matrix":  # new columns: the summary above follows out of band
         return render(request, "tracer/policies.html#policy-matrix", context | {"oob": True})
@@ -298,17 +300,17 @@ def policy_create(request: HttpRequest) -> HttpResponse:
 @fragments
 def stops(request: HttpRequest) -> HttpResponse:
     """The stop queue: guard stops narrowed by review state, policy, experiment and kind of stop."""
-    form = StopFilterForm(request.GET, **selectors.stop_filter_values())
+    form = StopFilterForm(request.GET, **stops_page.stop_filter_values())
     state, filters = form.queue_state(), form.filters()
-    counts = selectors.stop_counts(**filters)
+    counts = stops_page.stop_counts(**filters)
     if request.htmx.target == "stop-counts":
         return render(request, "tracer/stops.html#stop-counts", {"counts": counts, "state": state, "form": form})
-    page = Paginator(selectors.stop_queue(state=state, **filters), STOPS_PER_PAGE).get_page(request.GET.get("page"))
+    page = Paginator(stops_page.stop_queue(state=state, **filters), STOPS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "state": state,
         "counts": counts,
         "page": page,
-        "cases": selectors.stop_cases(runs=list(page)),
+        "cases": stops_page.stop_cases(runs=list(page)),
         "form": form,
     } | _review_context()
     if request.htmx.target == "stop-cases":  # after a bulk review: the queue without the stops it covered
@@ -364,7 +366,7 @@ def run_review(request: HttpRequest, pk: int) -> HttpResponse:
     context = {"run": run, "review_next": back}
     if not saved:
         return render(request, "tracer/review.html#run-review", context | _review_context(form), status=400)
-    run = selectors.run_reviewed(pk=run.pk)  # the review as stored, with its tags and reviewer
+    run = run_page.run_reviewed(pk=run.pk)  # the review as stored, with its tags and reviewer
     context |= {"run": run, "saved": _review_saved_message(saved)}
     response = render(request, "tracer/review.html#run-review", context | _review_context())
     trigger_client_event(response, "runReviewed", {"runs": [r.run_id for r in saved]})
@@ -394,7 +396,7 @@ def launch(request: HttpRequest) -> HttpResponse:
         request.POST or None,
         scenarios=[name for _, _, names in packs for name in names],
         packs=packs,
-        policies=[v.name for v in selectors.policy_variant_list()],
+        policies=[v.name for v in matrix.policy_variant_list()],
         backends=list(EXPERIMENT_BACKENDS),
     )
     if request.method == "POST" and form.is_valid():
@@ -404,21 +406,21 @@ def launch(request: HttpRequest) -> HttpResponse:
             add_service_errors(form, exc)
         else:
             return redirect("tracer:experiment", pk=experiment.pk)
-    return render(request, "tracer/launch.html", {"form": form, "experiments": selectors.experiment_recent()})
+    return render(request, "tracer/launch.html", {"form": form, "experiments": experiment_page.experiment_recent()})
 
 
 @login_required
 @require_GET
 @fragments
 def experiment(request: HttpRequest, pk: int) -> HttpResponse:
-    exp = selectors.experiment_get(pk=pk)
-    runs = selectors.experiment_runs(experiment=exp)
+    exp = experiment_page.experiment_get(pk=pk)
+    runs = experiment_page.experiment_runs(experiment=exp)
     context = {
         "experiment": exp,
         "runs": runs,
-        "progress": selectors.experiment_progress(runs=runs),
-        "pairs": selectors.experiment_pairs(runs=runs, policies=exp.policies, first_repeat=True),
-        "matrix": selectors.policy_matrix(policies=exp.policies, experiment_ids=[exp.pk]),
+        "progress": experiment_page.experiment_progress(runs=runs),
+        "pairs": experiment_page.experiment_pairs(runs=runs, policies=exp.policies, first_repeat=True),
+        "matrix": matrix.policy_matrix(policies=exp.policies, experiment_ids=[exp.pk]),
     }
     if request.htmx:
         return render(request, "tracer/experiment.html#experiment-progress", context)

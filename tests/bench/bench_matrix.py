@@ -36,7 +36,7 @@ BACKENDS = ("simulated", "simulated", "simulated", "claude")  # three in four ru
 
 
 def baseline(runs):
-    """The matrix's aggregate before issue 12, as it was in tracer/selectors.py."""
+    """The matrix's aggregate before issue 12, as it was in the matrix's reads then."""
     from django.db.models import Avg, Count, Q, Sum
 
     from tracer.models import Run
@@ -157,8 +157,8 @@ def bench(args, where: str) -> int:
     from django.test import Client
     from django.urls import reverse
 
-    from tracer import selectors
     from tracer.models import Run
+    from tracer.reads import matrix
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("collectstatic", verbosity=0, interactive=False)  # DEBUG off serves hashed names from a manifest
@@ -181,9 +181,9 @@ def bench(args, where: str) -> int:
 
     cases = [
         ("baseline: the aggregate before issue 12", lambda: baseline(Run.objects.all())),
-        ("policy_matrix(), all runs", lambda: selectors.policy_matrix()),
-        ("policy_matrix(), one experiment", lambda: selectors.policy_matrix(experiment_ids=[exp.pk])),
-        ("policy_matrix(), model backend claude", lambda: selectors.policy_matrix(model_backend="claude")),
+        ("policy_matrix(), all runs", lambda: matrix.policy_matrix()),
+        ("policy_matrix(), one experiment", lambda: matrix.policy_matrix(experiment_ids=[exp.pk])),
+        ("policy_matrix(), model backend claude", lambda: matrix.policy_matrix(model_backend="claude")),
         ("/policies/ page, all runs", page(reverse("tracer:policies"))),
         ("/policies/ page, one experiment", page(f"{reverse('tracer:policies')}?experiment={exp.pk}")),
         (f"/experiments/{exp.pk}/ page", page(reverse("tracer:experiment", args=[exp.pk]))),

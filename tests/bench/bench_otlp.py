@@ -77,8 +77,8 @@ def one_round(backend: str) -> dict:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from tracer import selectors
     from tracer.models import OtlpSpanBatch, OtlpTrace, Run, Step
+    from tracer.reads import runs_list
     from tracer.tokens import token_create
 
     otel_spans, workload = shared_bench("otel_spans"), shared_bench("workload")
@@ -119,9 +119,9 @@ def one_round(backend: str) -> dict:
         Run.objects.filter(external_id="f" * 32).delete()
         OtlpTrace.objects.filter(trace_id="f" * 32).delete()
 
-        # queryable as the pages ask: the runs list's query (selectors.run_list, filtered to finished
+        # queryable as the pages ask: the runs list's query (runs_list.run_list, filtered to finished
         # OTLP runs) with its step counts, and the steps the run pages read
-        listed = selectors.run_list(filters={"source": Run.Source.OTLP, "status": Run.Status.FINISHED})
+        listed = runs_list.run_list(filters={"source": Run.Source.OTLP, "status": Run.Status.FINISHED})
         mine = listed.filter(owner=sender)
         calls = []
         server = _server_cpu()

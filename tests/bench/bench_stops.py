@@ -1,7 +1,7 @@
 """Benchmark (not a test): the stop queue with many guard stops, most of them identical to others.
 
 Each card of the queue counts the unreviewed stops identical to it (same scenario, policy, stop reason,
-failing tool and error: ``selectors.stop_signature``), which reads every unreviewed stop of the page's
+failing tool and error: ``stops_page.stop_signature``), which reads every unreviewed stop of the page's
 kinds and their last tool call. This fills a fresh database with ``--stops`` guard stops (12 kinds, 4
 failing errors each, 40 % reviewed, with tags) and as many plain runs, then times the queue's pages and
 prints p50 / p95 and queries per request, with the ratio to the runs list's first page timed in the
@@ -94,7 +94,7 @@ def bench(args, where: str) -> int:
     from django.test import Client
     from django.urls import reverse
 
-    from tracer import selectors
+    from tracer.reads import stops_page
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("collectstatic", verbosity=0, interactive=False)  # pages link hashed static names
@@ -120,12 +120,12 @@ def bench(args, where: str) -> int:
     for label, r in results:
         print(f"{label:<40} {r['p50']:8.1f} {r['p95']:8.1f} {r['queries']:8d} {r['p50'] / base:7.2f}")
 
-    page = list(selectors.stop_queue()[:20])
+    page = list(stops_page.stop_queue()[:20])
     kinds = [(r.scenario, r.policy_name, r.stop_reason) for r in page]
     times = []
     for _ in range(args.requests):
         t0 = time.perf_counter()
-        signatures = selectors.unreviewed_stop_signatures(kinds=kinds)
+        signatures = stops_page.unreviewed_stop_signatures(kinds=kinds)
         times.append((time.perf_counter() - t0) * 1000)
     print(
         f"identical count alone, a page of 20 unreviewed stops: {statistics.median(times):.1f} ms p50 "

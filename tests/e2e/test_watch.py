@@ -16,7 +16,7 @@ from tests.e2e.test_csp import LISTEN, violations
 from tracer.execution import run_execute
 from tracer.experiments import run_create
 from tracer.models import PolicyVariant, Run
-from tracer.selectors import run_waterfall
+from tracer.reads.run_page import run_waterfall
 from tracer.waterfall import seconds_text
 
 STEPS = "#step-list > li.step"

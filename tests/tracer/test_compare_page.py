@@ -10,10 +10,10 @@ from agents.vocabulary import StepKind
 from tests.dom import page
 from tests.factories import ExperimentFactory, RunFactory, failed_attempt, guard_stop, steps_add, tool_step
 from tests.tracer.test_views_queries import queries
-from tracer import selectors
 from tracer.execution import run_execute
 from tracer.experiments import policy_variant_create, run_create
 from tracer.models import PolicyVariant, Run, Step
+from tracer.reads import experiment_page, run_page
 
 pytestmark = pytest.mark.django_db
 SCRIPT = "<script>alert('x')</script>"
@@ -156,7 +156,7 @@ def test_the_run_page_pairs_the_same_experiment_and_repeat_not_the_newest_run(ad
     compare_url = reverse("tracer:compare")
     assert f"{compare_url}?a={runs['starter', 0].pk}&b={runs['structured', 0].pk}" in doc.hrefs
     assert f"{compare_url}?a={runs['starter', 0].pk}&b={message.pk}" in doc.hrefs  # newest anywhere
-    peers = selectors.run_other_policies(run=runs["starter", 1])
+    peers = run_page.run_other_policies(run=runs["starter", 1])
     assert [(p.pk, p.pairing) for p in peers] == [
         (message.pk, "newest run"),
         (runs["structured", 1].pk, "same experiment and repeat"),
@@ -183,9 +183,9 @@ def test_a_re_run_stands_in_for_its_repeat(admin_client):
     interrupted.save()
     rerun = RunFactory(experiment=interrupted.experiment, policy_name="structured", rerun_of=interrupted)
 
-    assert [p.pk for p in selectors.run_other_policies(run=runs["starter", 0])] == [rerun.pk]
-    assert [p.pk for p in selectors.run_other_policies(run=runs["starter", 1])] == [runs["structured", 1].pk]
-    assert [p.pk for p in selectors.run_other_policies(run=rerun)] == [runs["starter", 0].pk]
+    assert [p.pk for p in run_page.run_other_policies(run=runs["starter", 0])] == [rerun.pk]
+    assert [p.pk for p in run_page.run_other_policies(run=runs["starter", 1])] == [runs["structured", 1].pk]
+    assert [p.pk for p in run_page.run_other_policies(run=rerun)] == [runs["starter", 0].pk]
 
 
 def test_the_stop_queue_links_the_same_experiment_and_repeat(admin_client):
@@ -244,7 +244,7 @@ def test_the_experiment_pairs_a_re_run_in_the_repeat_of_the_run_it_re_ran():
     rerun = RunFactory(experiment=interrupted.experiment, policy_name="structured", rerun_of=interrupted)
     everything = list(Run.objects.filter(experiment=interrupted.experiment).order_by("id"))
 
-    pairs = selectors.experiment_pairs(runs=everything, policies=["starter", "structured"])
+    pairs = experiment_page.experiment_pairs(runs=everything, policies=["starter", "structured"])
 
     assert [(a.pk, b.pk) for a, b in pairs] == [
         (runs["starter", 0].pk, rerun.pk),

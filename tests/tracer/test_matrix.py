@@ -19,8 +19,8 @@ from tests.factories import (
     refund_too_old_starter,
     refund_too_old_structured,
 )
-from tracer import selectors
 from tracer.models import Run
+from tracer.reads.matrix import Matrix, PolicyTotals, policy_matrix
 from tracer.stats import beyond_noise, difference_interval, wilson_interval
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def runs(n: int, *, passes: int, **fields) -> list[Run]:
     return [RunFactory(verdict=v, **fields) for v in verdicts]
 
 
-def totals(matrix: selectors.Matrix) -> dict[str, selectors.PolicyTotals]:
+def totals(matrix: Matrix) -> dict[str, PolicyTotals]:
     return {t.policy: t for t in matrix.totals}
 
 
@@ -88,7 +88,7 @@ def test_totals_sum_each_policys_runs_over_every_scenario():
     refund_too_old_structured(started_at=start, finished_at=start + timedelta(seconds=2))
     guard_stop(scenario="lookup-flaky", input_tokens=50, output_tokens=10, started_at=None)
 
-    matrix = selectors.policy_matrix()
+    matrix = policy_matrix()
     starter, structured = totals(matrix)["starter"], totals(matrix)["structured"]
 
     assert (starter.runs, starter.passes, starter.tool_calls) == (2, 1, 2)
@@ -104,22 +104,22 @@ def test_max_steps_stops_and_guard_stops_are_counted_apart():
     guard_stop()
     guard_stop(stop_reason=Run.StopReason.MAX_STEPS, guard="")
     guard_stop(stop_reason=Run.StopReason.MAX_STEPS, guard="")
-    [cell] = selectors.policy_matrix().rows[0].cells
+    [cell] = policy_matrix().rows[0].cells
     assert (cell.guard_stops, cell.max_steps_stops) == (1, 2)
-    assert (totals(selectors.policy_matrix())["structured"].guard_stops, cell.runs) == (1, 3)
+    assert (totals(policy_matrix())["structured"].guard_stops, cell.runs) == (1, 3)
 
 
 def test_an_interrupted_run_that_was_re_run_counts_once_as_its_re_run():
     interrupted = RunFactory(stop_reason=Run.StopReason.INTERRUPTED, verdict="")
     rerun = RunFactory(rerun_of=interrupted, status=Run.Status.QUEUED, stop_reason="", verdict="")
-    assert selectors.policy_matrix().rows == []  # the re-run is on its way: nothing counted twice meanwhile
+    assert policy_matrix().rows == []  # the re-run is on its way: nothing counted twice meanwhile
 
     Run.objects.filter(pk=rerun.pk).update(status=Run.Status.FINISHED, stop_reason="final_answer", verdict="pass")
-    [cell] = selectors.policy_matrix().rows[0].cells
+    [cell] = policy_matrix().rows[0].cells
     assert (cell.runs, cell.passes, cell.interrupted) == (1, 1, 0)
 
     RunFactory(stop_reason=Run.StopReason.INTERRUPTED, verdict="")  # no re-run: it stays, said to be interrupted
-    [cell] = selectors.policy_matrix().rows[0].cells
+    [cell] = policy_matrix().rows[0].cells
     assert (cell.runs, cell.passes, cell.interrupted) == (2, 1, 1)
 
 
@@ -129,7 +129,7 @@ def test_a_reviewers_verdict_override_counts_instead_of_the_judges():
     StopReviewFactory(run=judged_fail, verdict="", verdict_override=Run.Verdict.PASS, override_reason="judge missed it")
     StopReviewFactory(run=refund_too_old_structured(), verdict="", verdict_override=Run.Verdict.FAIL)
     StopReviewFactory(run=refund_too_old_structured(), verdict="", note="fine as judged")
-    t = totals(selectors.policy_matrix())
+    t = totals(policy_matrix())
     assert (t["starter"].passes, t["starter"].overridden) == (1, 1)
     assert (t["structured"].passes, t["structured"].overridden) == (1, 1)
 
@@ -141,15 +141,15 @@ def test_the_matrix_narrows_to_chosen_experiments_and_a_model_backend():
     refund_too_old_structured(experiment=other)
     refund_too_old_structured(model_backend="claude", model_name="claude-haiku-4-5")
 
-    both = selectors.policy_matrix(experiment_ids=[one.pk, two.pk])
+    both = policy_matrix(experiment_ids=[one.pk, two.pk])
     assert ({t.policy: t.runs for t in both.totals}, both.experiments, both.outside) == (
         {"starter": 1, "structured": 1},
         2,
         0,
     )
-    everything = selectors.policy_matrix()
+    everything = policy_matrix()
     assert (everything.backends, everything.experiments, everything.outside) == ({"simulated": 3, "claude": 1}, 3, 1)
-    claude = selectors.policy_matrix(model_backend="claude")
+    claude = policy_matrix(model_backend="claude")
     assert [(t.policy, t.runs, t.simulated) for t in claude.totals] == [("structured", 1, 0)]
 
 
@@ -157,7 +157,7 @@ def test_the_verdict_compares_the_best_policy_with_each_other_one():
     runs(18, passes=17, policy_name="structured")
     runs(18, passes=9, policy_name="starter")
     runs(3, passes=2, policy_name="message")
-    verdicts = selectors.policy_matrix().verdicts
+    verdicts = policy_matrix().verdicts
     assert [(v.best.policy, v.other.policy, v.beyond_noise) for v in verdicts] == [
         ("structured", "message", False),  # message's 2/3 ranks above starter's 9/18
         ("structured", "starter", True),

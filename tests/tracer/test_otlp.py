@@ -36,8 +36,10 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from tests.dom import page as page_of
 from tests.factories import RunFactory
-from tracer import ingest, selectors
+from tracer import ingest
 from tracer.models import OtlpTrace, PolicyVariant, Run, Step
+from tracer.reads import compare_page, stops_page
+from tracer.reads.matrix import policy_matrix
 from tracer.tokens import token_create, token_revoke
 
 BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench"
@@ -241,7 +243,7 @@ def test_bench_spans_record_each_run_as_the_workload_describes_it(client, sender
         assert [s.result_content for s in failed] == [s["error"] for s in errors]
         assert [s.category for s in failed] == [s["error_category"] for s in errors]
     # the guard stops are in the stop queue, the others not
-    queued = set(selectors.stop_queue().filter(owner=user).values_list("external_id", flat=True))
+    queued = set(stops_page.stop_queue().filter(owner=user).values_list("external_id", flat=True))
     assert queued == {r["trace_id"] for r in chosen if r["stop_reason"] != "final_answer"}
 
 
@@ -549,12 +551,12 @@ def test_bench_pairs_compare_and_aggregate_like_built_in_runs(client, sender, ad
     assert starter["pair_id"] == structured["pair_id"]
     a = Run.objects.get(owner=user, external_id=starter["trace_id"])
     b = Run.objects.get(owner=user, external_id=structured["trace_id"])
-    comparison = selectors.run_compare(a_id=a.pk, b_id=b.pk)
+    comparison = compare_page.run_compare(a_id=a.pk, b_id=b.pk)
     shared_tools = sum(1 for s in starter["steps"][: starter["diverged_at_step"]] if s["kind"] == "tool_call")
     assert comparison.divergence.split is not None
     assert comparison.divergence.split.row >= shared_tools  # the steps before the split are the same
     assert admin_client.get(reverse("tracer:compare") + f"?a={a.pk}&b={b.pk}").status_code == 200
-    matrix = selectors.policy_matrix()
+    matrix = policy_matrix()
     cell = next(c for row in matrix.rows if row.scenario == starter["scenario"] for c in row.cells if c)
     assert cell.runs == 1
 
@@ -636,7 +638,7 @@ def test_openinference_tool_spans_make_steps_with_errors_and_the_final_answer(cl
     assert run.model_name == "claude-haiku-4-5" and run.model_backend == "imported"
     # its scenario key puts it in the matrix row of the built-in scenario, its label in a column
     RunFactory(scenario="refund-too-old", policy_name="structured")
-    row = next(r for r in selectors.policy_matrix().rows if r.scenario == "refund-too-old")
+    row = next(r for r in policy_matrix().rows if r.scenario == "refund-too-old")
     cells = {c.policy: c for c in row.cells if c}
     assert (cells["mine"].runs, cells["mine"].imported, cells["mine"].passes) == (1, 1, 1)
     assert (cells["structured"].runs, cells["structured"].imported) == (1, 0)

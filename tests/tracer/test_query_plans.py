@@ -11,7 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import guard_stop
-from tracer import search, selectors
+from tracer import search
+from tracer.reads import runs_list, stops_page
+from tracer.reads.matrix import policy_matrix
 
 pytestmark = [
     pytest.mark.django_db,
@@ -38,13 +40,13 @@ def captured_plan(fn, marker: str) -> str:
 
 
 def test_the_latest_runs_come_from_an_index_in_order():
-    found = queryset_plan(selectors.run_list(filters={})[:50])
+    found = queryset_plan(runs_list.run_list(filters={})[:50])
     assert "run_top_created_idx" in found
     assert "TEMP B-TREE" not in found
 
 
 def test_runs_of_one_scenario_and_policy_come_from_an_index_in_order():
-    found = queryset_plan(selectors.run_list(filters={"scenario": "refund-too-old", "policy_name": "structured"})[:50])
+    found = queryset_plan(runs_list.run_list(filters={"scenario": "refund-too-old", "policy_name": "structured"})[:50])
     assert "run_scen_pol_created_idx" in found
     assert "TEMP B-TREE" not in found
 
@@ -52,7 +54,7 @@ def test_runs_of_one_scenario_and_policy_come_from_an_index_in_order():
 def test_the_policy_matrix_reads_only_a_covering_index_in_group_order():
     guard_stop()
     with CaptureQueriesContext(connection) as ctx:
-        selectors.policy_matrix()
+        policy_matrix()
     # the aggregate over every run (the other two read the few re-run runs and reviewed runs)
     [main] = [q["sql"] for q in ctx.captured_queries if "GROUP BY" in q["sql"] and "rerun_of" not in q["sql"]]
     found = plan(main)
@@ -65,7 +67,7 @@ def test_other_policies_newest_runs_are_found_by_hopping_through_an_index_not_re
     looked up in the scenario-and-policy index (at 100,000 runs 0.07 ms, where a grouped MAX over the
     scenario's runs took 1.2 ms on SQLite and 4.4 ms on PostgreSQL, and grew with the runs)."""
     run = guard_stop()
-    found = captured_plan(lambda: selectors.stop_cases(runs=[run]), "WITH RECURSIVE")
+    found = captured_plan(lambda: stops_page.stop_cases(runs=[run]), "WITH RECURSIVE")
     searches = [part for part in found.split(" | ") if part.startswith("SEARCH r ")]
     assert len(searches) == 3 and all("run_scen_pol_created_idx" in part for part in searches), found
     assert "SCAN r" not in found and "TEMP B-TREE" not in found
@@ -76,7 +78,7 @@ def test_other_policies_newest_runs_are_found_by_hopping_through_an_index_not_re
 
 @pytest.mark.skipif(not search.fts_supported(), reason="SQLite older than 3.34: no trigram tokenizer")
 def test_a_search_reads_the_trigram_table_newest_first_and_stops_at_the_page():
-    found = queryset_plan(selectors.run_list(filters={"q": "laptop"})[:51])
+    found = queryset_plan(runs_list.run_list(filters={"q": "laptop"})[:51])
     assert "VIRTUAL TABLE" in found and "tracer_run_search" in found
     assert "TEMP B-TREE" not in found  # the table hands matches over by id, newest first
     assert "SCAN tracer_run " not in found and "LIST SUBQUERY" not in found
@@ -85,7 +87,7 @@ def test_a_search_reads_the_trigram_table_newest_first_and_stops_at_the_page():
 @pytest.mark.parametrize("name", ["scenario", "policy", "status", "steps", "errors", "retries"])
 @pytest.mark.parametrize("direction", ["", "-"])
 def test_each_column_sort_reads_its_index_in_order(name, direction):
-    found = queryset_plan(selectors.run_list(filters={}, sort=f"{direction}{name}")[:51])
+    found = queryset_plan(runs_list.run_list(filters={}, sort=f"{direction}{name}")[:51])
     assert f"run_sort_{name}_idx" in found
     assert "TEMP B-TREE" not in found
 
@@ -101,21 +103,21 @@ def test_each_column_sort_reads_its_index_in_order(name, direction):
     ],
 )
 def test_runs_filtered_on_one_column_come_from_an_index_in_order(column, value, index):
-    found = queryset_plan(selectors.run_list(filters={column: value})[:51])
+    found = queryset_plan(runs_list.run_list(filters={column: value})[:51])
     assert index in found
     assert "TEMP B-TREE" not in found
 
 
 def test_the_run_count_stops_at_its_cap():
-    for filters, cap in (({}, selectors.RUN_COUNT_CAP), ({"q": "laptop"}, selectors.SEARCH_COUNT_CAP)):
+    for filters, cap in (({}, runs_list.RUN_COUNT_CAP), ({"q": "laptop"}, runs_list.SEARCH_COUNT_CAP)):
         with CaptureQueriesContext(connection) as ctx:
-            selectors.run_page(runs=selectors.run_list(filters=filters), page=1, per_page=50, searched="q" in filters)
+            runs_list.run_page(runs=runs_list.run_list(filters=filters), page=1, per_page=50, searched="q" in filters)
         [count] = [q["sql"] for q in ctx.captured_queries if "COUNT(" in q["sql"]]
         assert f"LIMIT {cap + 1}" in count
 
 
 def test_the_filter_choices_probe_an_index_per_value_instead_of_reading_every_run():
-    found = captured_plan(selectors.run_distinct_values, "WITH RECURSIVE")
+    found = captured_plan(runs_list.run_distinct_values, "WITH RECURSIVE")
     assert "SCAN tracer_run" not in found
     assert "run_scen_pol_created_idx" in found and "run_policy_idx" in found
 
@@ -124,7 +126,7 @@ def test_the_filter_choices_probe_an_index_per_value_instead_of_reading_every_ru
 
 
 def test_the_poll_finds_the_newest_run_from_an_index_without_reading_every_run():
-    found = captured_plan(lambda: selectors.run_rows_changed(versions={}, watch=True), "ORDER BY")
+    found = captured_plan(lambda: runs_list.run_rows_changed(versions={}, watch=True), "ORDER BY")
     assert "SCAN tracer_run" not in found and "TEMP B-TREE" not in found, found
 
 
@@ -133,7 +135,7 @@ def test_the_poll_finds_the_newest_run_from_an_index_without_reading_every_run()
 )
 def test_new_runs_are_read_in_their_range_of_ids_whatever_the_filters(filters):
     found = captured_plan(
-        lambda: selectors.run_rows_new(filters=filters, after=100, newest=140, limit=50), '"tracer_run"."id" >'
+        lambda: runs_list.run_rows_new(filters=filters, after=100, newest=140, limit=50), '"tracer_run"."id" >'
     )
     assert "SCAN tracer_run" not in found and "TEMP B-TREE" not in found, found
     assert "id>? AND id<?" in found or "rowid>? AND rowid<?" in found, found
@@ -144,7 +146,7 @@ def test_new_runs_of_a_search_are_read_from_the_trigram_table_in_their_range_of_
     """A bound on the run's id alone left the table reading every match of the word (0.4 s for a common
     word at 100,000 runs, to find a few new runs): its rowid is bounded too (FTS5's plan says > and <)."""
     found = captured_plan(
-        lambda: selectors.run_rows_new(filters={"q": "laptop"}, after=100, newest=140, limit=50), "MATCH"
+        lambda: runs_list.run_rows_new(filters={"q": "laptop"}, after=100, newest=140, limit=50), "MATCH"
     )
     [table] = [part for part in found.split(" | ") if "VIRTUAL TABLE" in part]
     assert ">" in table.rpartition(":")[2] and "<" in table.rpartition(":")[2], found

@@ -17,8 +17,10 @@ from tests.factories import (
 )
 from tests.tracer.test_views import HTMX, get, htmx
 from tests.tracer.test_views_queries import queries
-from tracer import reviews, selectors
+from tracer import reviews
 from tracer.models import ReviewTag, Run, StopReview
+from tracer.reads import stops_page
+from tracer.reads.matrix import policy_matrix
 
 pytestmark = pytest.mark.django_db
 
@@ -442,8 +444,8 @@ def test_imported_stops_without_attempts_are_identical_by_their_tool_and_what_it
     for run in (a, b, c):
         run.steps.update(attempts=[])
     c.steps.filter(index=3).update(result_content={"isError": True, "error": {"message": "something else"}})
-    assert selectors.stops_identical(run=a) == [b]
-    assert selectors.stops_identical(run=c) == []
+    assert stops_page.stops_identical(run=a) == [b]
+    assert stops_page.stops_identical(run=c) == []
 
 
 def test_a_bulk_review_with_a_bad_field_writes_nothing(admin_client):
@@ -478,6 +480,6 @@ def test_the_matrix_counts_the_reviewers_verdict_and_says_how_many_it_overrode()
     overridden = refund_too_old_starter()
     refund_too_old_starter()
     reviews.run_review_save(run=overridden, verdict_override="pass", override_reason="the judge was wrong")
-    [row] = selectors.policy_matrix().rows
+    [row] = policy_matrix().rows
     [cell] = [c for c in row.cells if c]
     assert (cell.runs, cell.passes, cell.overridden) == (2, 1, 1)

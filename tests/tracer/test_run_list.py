@@ -14,8 +14,9 @@ from django.urls import reverse
 from agents.events import RunEnd
 from tests.dom import page
 from tests.factories import ExperimentFactory, RunFactory, failed_attempt, final_step, ok_attempt, tool_step
-from tracer import recording, search, selectors
+from tracer import recording, search
 from tracer.models import Run
+from tracer.reads import runs_list
 
 pytestmark = pytest.mark.django_db
 RUNS = reverse("tracer:runs")
@@ -99,7 +100,7 @@ def test_a_search_shorter_than_three_characters_says_so_and_lists_every_run(admi
 
 
 def test_the_search_index_is_the_one_the_list_reads():
-    qs = selectors.run_list(filters={"q": "laptop"})
+    qs = runs_list.run_list(filters={"q": "laptop"})
     sql = str(qs.query)
     if connection.vendor == "sqlite" and search.fts_supported():
         assert "tracer_run_search" in sql and "MATCH" in sql
@@ -156,7 +157,7 @@ def test_each_sort_reads_an_index_in_order_on_postgresql(sort):
     """No Sort node: the page is the first 51 entries of one index. A test table is too small for the
     planner to prefer one, so sequential scans and sorts are priced out: a Sort left in the plan means
     no index holds that order."""
-    sql, params = selectors.run_list(filters={}, sort=sort)[:51].query.sql_with_params()
+    sql, params = runs_list.run_list(filters={}, sort=sort)[:51].query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_sort = off")
@@ -171,7 +172,7 @@ def test_the_poll_reads_new_runs_in_their_range_of_ids_on_postgresql(filters):
     """The live poll's new runs: an index scan bounded by the range of new ids (at 100,000 runs 0.1 to
     0.5 ms), not the runs that came before them."""
     with CaptureQueriesContext(connection) as ctx:
-        selectors.run_rows_new(filters=filters, after=100, newest=140, limit=50)
+        runs_list.run_rows_new(filters=filters, after=100, newest=140, limit=50)
     [sql] = [q["sql"] for q in ctx.captured_queries if '"tracer_run"."id" >' in q["sql"]]
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
@@ -196,7 +197,7 @@ def test_the_experiment_filter_is_a_visible_choice_of_experiments(admin_client):
 
 
 def test_the_list_counts_up_to_a_cap_and_still_pages_beyond_it(admin_client, monkeypatch):
-    monkeypatch.setattr(selectors, "RUN_COUNT_CAP", 60)
+    monkeypatch.setattr(runs_list, "RUN_COUNT_CAP", 60)
     Run.objects.bulk_create([Run(scenario="refund-too-old", status=Run.Status.FINISHED) for _ in range(120)])
     doc = page(admin_client.get(RUNS))
     assert "more than 60 runs" in doc.one(".table-tools").text
@@ -204,9 +205,9 @@ def test_the_list_counts_up_to_a_cap_and_still_pages_beyond_it(admin_client, mon
     doc = page(admin_client.get(RUNS, {"page": "3"}))
     assert len(doc.select("#run-rows tr[id]")) == 20
     assert "older →" not in doc.one(".pager").text
-    monkeypatch.setattr(selectors, "SEARCH_COUNT_CAP", 30)  # a search counts fewer
+    monkeypatch.setattr(runs_list, "SEARCH_COUNT_CAP", 30)  # a search counts fewer
     assert "more than 30 runs" in page(admin_client.get(RUNS, {"q": "refund"})).one(".table-tools").text
-    monkeypatch.setattr(selectors, "RUN_COUNT_CAP", 1000)
+    monkeypatch.setattr(runs_list, "RUN_COUNT_CAP", 1000)
     doc = page(admin_client.get(RUNS, {"page": "99"}))  # past the end: the last page
     assert "120 runs" in doc.one(".table-tools").text and "page 3 of 3" in doc.one(".pager").text
 

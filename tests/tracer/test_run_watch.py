@@ -20,8 +20,8 @@ from tests.factories import (
     steps_add,
     tool_step,
 )
-from tracer import selectors
 from tracer.models import Run
+from tracer.reads import run_page
 from tracer.tasks import run_execute_task
 from tracer.waterfall import MAX_ROWS, waterfall_build
 
@@ -182,10 +182,10 @@ def test_the_picture_drawn_from_the_timelines_steps_is_the_one_read_alone(steps,
     steps_add(run, events)
     Run.objects.filter(pk=run.pk).update(step_count=len(events))
     run.refresh_from_db()
-    alone = selectors.run_waterfall(run=run)
-    window = selectors.step_window_first(run=run)
+    alone = run_page.run_waterfall(run=run)
+    window = run_page.step_window_first(run=run)
     with django_assert_max_num_queries(1):  # the steps after the window's, only when the rows are not full
-        from_window = selectors.run_waterfall(run=run, window=window)
+        from_window = run_page.run_waterfall(run=run, window=window)
     assert from_window.svg == alone.svg
     assert from_window.summary == alone.summary
     assert [r.summary for r in from_window.rows] == [r.summary for r in alone.rows]

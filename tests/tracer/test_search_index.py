@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 
 from tracer.models import Run
+from tracer.reads.runs_list import run_list
 from tracer.search import runs_matching
-from tracer.selectors import run_list
 
 pytestmark = [
     pytest.mark.django_db,

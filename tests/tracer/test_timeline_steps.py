@@ -11,7 +11,7 @@ from agents.events import Attempt, ModelAttempt
 from tests.dom import Node, page, parse
 from tests.factories import RunFactory, StepFactory, failed_attempt, final_step, ok_attempt, tool_step
 from tracer.models import Run, Step
-from tracer.selectors import SubAgents
+from tracer.reads.run_page import SubAgents
 
 pytestmark = pytest.mark.django_db
 SCRIPT = "<script>alert('x')</script>"

@@ -1,6 +1,6 @@
 """The runs list (issue 13): an index per sortable column, and an index for its search on each database.
 
-- ``run_sort_*_idx``: top-level runs by one column, then id (``selectors.RUN_SORTS``).
+- ``run_sort_*_idx``: top-level runs by one column, then id (``reads.runs_list.RUN_SORTS``).
 - The search (``tracer/search.py``) looks for a substring of scenario, policy_name, search_text,
   final_answer and error. On SQLite 3.34 or newer: an FTS5 table with the trigram tokenizer whose
   content is those columns of tracer_run (not copied), filled here and kept in step by triggers. On

@@ -25,8 +25,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import access, selectors
+from .. import access
 from ..outage import RETRY_AFTER_S, database_problem
+from ..reads import run_page
 from . import export, receiver, wire
 
 logger = logging.getLogger(__name__)
@@ -241,7 +242,7 @@ write_behind = WriteBehind()
 @require_GET
 def run_otlp(request: HttpRequest, pk: int) -> HttpResponse:
     """The run as OTLP JSON (GenAI conventions), to load into Phoenix, Langfuse or another receiver."""
-    run = selectors.run_get(pk=pk)
+    run = run_page.run_get(pk=pk)
     response = JsonResponse(export.run_otlp_export(run=run), json_dumps_params={"ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.otlp.json"'
     return response

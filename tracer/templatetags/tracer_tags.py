@@ -275,7 +275,7 @@ def filter_fields(form: forms.Form, skip: str = "", grow: str = "") -> str:
 
 
 def _option_text(run: Any) -> str:
-    """A run (``selectors.RunChoice``) as the compare picker's option says it, escaped: id, policy,
+    """A run (``reads.compare_picker.RunChoice``) as the compare picker's option says it, escaped: id, policy,
     status, verdict (a reviewer's override beside the judge's), backend and label."""
     override = run.verdict_override
     text = f"#{run.pk} · {run.policy_name or 'unknown policy'} · {run.status}"
@@ -286,7 +286,7 @@ def _option_text(run: Any) -> str:
 
 @register.simple_tag
 def run_options(choices: list[tuple[str, list[Any]]], chosen: Any) -> str:
-    """The compare picker's runs (``selectors.compare_choices``) as ``<optgroup>``s of ``<option>``s,
+    """The compare picker's runs (``reads.compare_picker.compare_choices``) as ``<optgroup>``s of ``<option>``s,
     ``chosen`` selected, in one call: the two pickers' 400 options through the template took 42 ms of
     CPU a request, more than the rest of the page; this 1 to 2 ms. Every text from a run goes through
     ``escape``."""
@@ -383,7 +383,7 @@ ASCENDING_FIRST = ("scenario", "policy", "status")
 
 @register.simple_tag(takes_context=True)
 def sort_header(context: template.Context, name: str, label: str, css: str = "") -> str:
-    """A runs list column header that sorts by ``name`` (``selectors.RUN_SORTS``): a link to this
+    """A runs list column header that sorts by ``name`` (``reads.runs_list.RUN_SORTS``): a link to this
     list sorted by it (reversed when it already is), and ``aria-sort`` saying how it is sorted now.
     The link is this page's query string with ``sort`` set and ``page`` left out, as
     ``QueryDict.urlencode`` writes it (the rest of the query encoded once for all the headers)."""

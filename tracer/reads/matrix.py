@@ -1,0 +1,304 @@
+"""Reads of the Policies page: the scenario × policy matrix's tallies in SQL, each policy's totals, the headline
+verdicts, and the saved variants."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    Q,
+    QuerySet,
+    Sum,
+)
+
+from ..models import PolicyVariant, Run, StopReview
+from ..stats import Interval, beyond_noise, wilson_interval
+
+
+@dataclass
+class Tally:
+    """Sums over counted runs: a matrix cell and a policy's totals are each one."""
+
+    runs: int = 0
+    passes: int = 0  # by effective verdict: a reviewer's override, else the judge's
+    overridden: int = 0  # runs whose verdict a reviewer overrode
+    tool_calls: int = 0
+    retries: int = 0  # the harness's tool retries
+    wasted_retries: int = 0  # retries after a non-retryable failure or an empty result
+    model_retries: int = 0  # model API calls tried again (429, 529, 5xx, no answer): they cost time and money
+    guard_stops: int = 0  # the consecutive-error guard stopped the run
+    max_steps_stops: int = 0  # the step limit stopped the run
+    cut_off: int = 0  # the API cut the model's reply off (stop_reason max_tokens): nothing of it executed
+    refusals: int = 0  # the model declined to go on (stop_reason refusal)
+    crashes: int = 0
+    interrupted: int = 0  # a worker died and no re-run stands in for the run
+    imported: int = 0  # runs from outside (files, OTLP, the API)
+    simulated: int = 0  # runs of the simulated model
+    tokens: int = 0  # input and output
+    duration_s: float = 0.0
+    timed: int = 0  # runs with a start and an end, which ``duration_s`` sums
+
+    def add(self, other: Tally) -> None:
+        for name in TALLY_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def subtract(self, other: Tally) -> None:
+        for name in TALLY_FIELDS:
+            setattr(self, name, getattr(self, name) - getattr(other, name))
+
+    @property
+    def pass_pct(self) -> int:
+        return round(100 * self.passes / self.runs) if self.runs else 0
+
+    @property
+    def pass_interval(self) -> Interval:
+        """The pass rate's 95 % Wilson score interval."""
+        return wilson_interval(self.passes, self.runs)
+
+    @property
+    def mean_tool_calls(self) -> float:
+        return round(self.tool_calls / self.runs, 1) if self.runs else 0.0
+
+    @property
+    def mean_wasted_retries(self) -> float:
+        return round(self.wasted_retries / self.runs, 1) if self.runs else 0.0
+
+    @property
+    def mean_tokens(self) -> int:
+        return round(self.tokens / self.runs) if self.runs else 0
+
+    @property
+    def mean_duration_s(self) -> float | None:
+        return round(self.duration_s / self.timed, 1) if self.timed else None
+
+
+TALLY_FIELDS = list(Tally.__dataclass_fields__)
+
+
+@dataclass
+class MatrixCell(Tally):
+    scenario: str = ""
+    policy: str = ""
+    tool_calls_pct: int = 0  # bar lengths, against the largest value in the matrix
+    wasted_pct: int = 0
+
+
+@dataclass
+class PolicyTotals(Tally):
+    """One policy over every scenario the matrix shows."""
+
+    policy: str = ""
+    scenarios: set[str] = field(default_factory=set)
+    wasted_pct: int = 0  # the chart's bar: mean wasted retries per run against the largest policy's
+
+
+@dataclass
+class PolicyVerdict:
+    """The best policy's pass count against another's, and whether the gap is beyond the noise."""
+
+    best: PolicyTotals
+    other: PolicyTotals
+    beyond_noise: bool  # Newcombe's 95 % interval of the difference leaves out zero
+    same_scenarios: bool  # both ran the same scenarios, so their totals compare like with like
+
+
+@dataclass
+class MatrixRow:
+    scenario: str
+    cells: list[MatrixCell | None] = field(default_factory=list)
+
+
+@dataclass
+class Matrix:
+    policies: list[str]
+    rows: list[MatrixRow]
+    available: list[str]
+    totals: list[PolicyTotals] = field(default_factory=list)
+    verdicts: list[PolicyVerdict] = field(default_factory=list)
+    backends: dict[str, int] = field(default_factory=dict)  # counted runs per model backend
+    experiments: int = 0  # experiments the counted runs belong to
+    outside: int = 0  # counted runs of no experiment
+
+    @property
+    def runs(self) -> int:
+        return sum(self.backends.values())
+
+
+class Seconds(Func):
+    """Seconds from the second datetime to the first, in SQL: the matrix sums run durations without
+    Django's datetime subtraction, which SQLite computes in a Python function called once per row."""
+
+    output_field = FloatField()
+    arity = 2
+
+    def as_sqlite(self, compiler, connection, **extra):
+        template = "((julianday(%(expressions)s)) * 86400.0)"
+        return self.as_sql(compiler, connection, template=template, arg_joiner=") - julianday(", **extra)
+
+    def as_postgresql(self, compiler, connection, **extra):
+        template = "EXTRACT(EPOCH FROM (%(expressions)s))"
+        return self.as_sql(compiler, connection, template=template, arg_joiner=" - ", **extra)
+
+
+MATRIX_KEYS = ("scenario", "policy_name", "model_backend", "experiment_id")  # run_matrix_cover_idx's order
+
+
+def matrix_scope(*, experiment_ids: Iterable[int] = (), model_backend: str = "", of: str = "") -> Q:
+    """The runs the matrix reads: finished top-level runs of a scenario, narrowed to experiments and a
+    model backend when given (``of``: the path to the run, e.g. ``run__`` from a review)."""
+    scope = Q(**{f"{of}status": Run.Status.FINISHED, f"{of}parent__isnull": True}) & ~Q(**{f"{of}scenario": ""})
+    if experiment_ids:
+        scope &= Q(**{f"{of}experiment_id__in": list(experiment_ids)})
+    if model_backend:
+        scope &= Q(**{f"{of}model_backend": model_backend})
+    return scope
+
+
+def matrix_groups(runs: QuerySet, *, of: str = "") -> list[dict[str, Any]]:
+    """``runs`` (with ``of``, the runs they lead to, e.g. ``rerun_of__``) summed per scenario, policy,
+    backend and experiment, passes by the judge's verdict; each row's keys come back as ``MATRIX_KEYS``.
+    Rows also split on ``in_scope`` when the queryset annotates it."""
+    extra = ["in_scope"] if "in_scope" in runs.query.annotations else []
+    rows = (
+        runs.order_by()
+        .values(*(of + k for k in MATRIX_KEYS), *extra)
+        .annotate(
+            runs=Count(of + "id"),
+            passes=Count(of + "id", filter=Q(**{of + "verdict": Run.Verdict.PASS})),
+            tool_calls=Sum(of + "tool_call_count"),
+            retries=Sum(of + "retry_count"),
+            wasted_retries=Sum(of + "wasted_retry_count"),
+            model_retries=Sum(of + "model_retry_count"),
+            guard_stops=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.CONSECUTIVE_ERRORS})),
+            max_steps_stops=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.MAX_STEPS})),
+            cut_off=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.MAX_TOKENS})),
+            refusals=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.REFUSAL})),
+            crashes=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.CRASHED})),
+            interrupted=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.INTERRUPTED})),
+            imported=Count(of + "id", filter=~Q(**{of + "source": Run.Source.AGENT})),
+            tokens=Sum(F(of + "input_tokens") + F(of + "output_tokens")),
+            duration_s=Sum(Seconds(of + "finished_at", of + "started_at")),
+            timed=Count(of + "id", filter=Q(**{of + "started_at__isnull": False, of + "finished_at__isnull": False})),
+        )
+    )
+    return [{**row, **{k: row[of + k] for k in MATRIX_KEYS}} for row in rows if row.get("in_scope", True)]
+
+
+def in_scope(scope: Q) -> ExpressionWrapper:
+    """``scope`` as a value of each row rather than a filter: SQLite's planner, which has no statistics,
+    then starts from the few rows the query's own filter finds (re-runs, overrides) instead of walking
+    every run in scope through the matrix's index."""
+    return ExpressionWrapper(scope, output_field=BooleanField())
+
+
+def matrix_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "") -> dict[tuple, Tally]:
+    """What the matrix counts, per scenario, policy, backend and experiment, in three queries:
+
+    - every run in scope, from ``run_matrix_cover_idx`` alone, in group order;
+    - minus the runs that were interrupted and re-run (their re-runs stand in for them, and are counted
+      by the first query once they finish): read from the re-runs, few;
+    - the reviewers' verdict overrides among the counted runs (read from ``review_override_idx``, few),
+      so a run counts as passed by its effective verdict: the reviewer's override, else the judge's."""
+    narrowing = {"experiment_ids": experiment_ids, "model_backend": model_backend}
+    tallies: dict[tuple, Tally] = {}
+    for g in matrix_groups(Run.objects.filter(matrix_scope(**narrowing))):
+        tallies[tuple(g[k] for k in MATRIX_KEYS)] = Tally(**{name: g.get(name) or 0 for name in TALLY_FIELDS})
+    reruns = Run.objects.filter(rerun_of__isnull=False).annotate(
+        in_scope=in_scope(matrix_scope(**narrowing, of="rerun_of__"))
+    )
+    for g in matrix_groups(reruns, of="rerun_of__"):
+        tallies[tuple(g[k] for k in MATRIX_KEYS)].subtract(Tally(**{n: g.get(n) or 0 for n in TALLY_FIELDS}))
+    overrides = (
+        StopReview.objects.filter(verdict_override__in=Run.Verdict.values, run__reruns__isnull=True)
+        .annotate(in_scope=in_scope(matrix_scope(**narrowing, of="run__")))
+        .order_by()
+        .values(*(f"run__{k}" for k in MATRIX_KEYS), "run__verdict", "verdict_override", "in_scope")
+        .annotate(n=Count("id"))
+    )
+    for o in overrides:
+        if not o["in_scope"]:
+            continue
+        tally = tallies[tuple(o[f"run__{k}"] for k in MATRIX_KEYS)]
+        tally.overridden += o["n"]
+        judged_pass = o["run__verdict"] == Run.Verdict.PASS
+        if o["verdict_override"] == Run.Verdict.PASS and not judged_pass:
+            tally.passes += o["n"]
+        elif o["verdict_override"] == Run.Verdict.FAIL and judged_pass:
+            tally.passes -= o["n"]
+    for (_, _, backend, _), tally in tallies.items():
+        tally.simulated = tally.runs if backend == Run.ModelBackend.SIMULATED else 0
+    return {key: tally for key, tally in tallies.items() if tally.runs}
+
+
+def policy_matrix(
+    *, policies: list[str] | None = None, experiment_ids: Iterable[int] = (), model_backend: str = ""
+) -> Matrix:
+    """Scenario × policy repair metrics with totals per policy (``matrix_tallies``)."""
+    cells: dict[tuple[str, str], MatrixCell] = {}
+    matrix = Matrix(policies=[], rows=[], available=[])
+    experiments = set()
+    for (scenario, policy, backend, experiment), tally in matrix_tallies(
+        experiment_ids=experiment_ids, model_backend=model_backend
+    ).items():
+        cells.setdefault((scenario, policy), MatrixCell(scenario=scenario, policy=policy)).add(tally)
+        matrix.backends[backend] = matrix.backends.get(backend, 0) + tally.runs
+        if experiment is None:
+            matrix.outside += tally.runs
+        else:
+            experiments.add(experiment)
+    matrix.experiments = len(experiments)
+    matrix.backends = dict(sorted(matrix.backends.items()))
+    matrix.available = sorted({policy for _, policy in cells})
+    matrix.policies = [p for p in (policies or matrix.available) if p in matrix.available] or matrix.available
+    shown = {key: cell for key, cell in cells.items() if key[1] in matrix.policies}
+    top_calls = max((c.mean_tool_calls for c in shown.values()), default=0) or 1
+    top_wasted = max((c.wasted_retries for c in shown.values()), default=0) or 1
+    for cell in shown.values():
+        cell.tool_calls_pct = round(100 * cell.mean_tool_calls / top_calls)
+        cell.wasted_pct = round(100 * cell.wasted_retries / top_wasted)
+    scenarios = sorted({scenario for scenario, _ in shown})
+    matrix.rows = [MatrixRow(s, [shown.get((s, p)) for p in matrix.policies]) for s in scenarios]
+    matrix.totals = policy_totals(shown.values(), policies=matrix.policies)
+    matrix.verdicts = policy_verdicts(matrix.totals)
+    return matrix
+
+
+def policy_totals(cells: Iterable[MatrixCell], *, policies: list[str]) -> list[PolicyTotals]:
+    """Each policy's cells summed, in column order."""
+    totals = {p: PolicyTotals(policy=p) for p in policies}
+    for cell in cells:
+        totals[cell.policy].add(cell)
+        totals[cell.policy].scenarios.add(cell.scenario)
+    top_wasted = max((t.mean_wasted_retries for t in totals.values()), default=0) or 1
+    for total in totals.values():
+        total.wasted_pct = round(100 * total.mean_wasted_retries / top_wasted)
+    return list(totals.values())
+
+
+def policy_verdicts(totals: list[PolicyTotals]) -> list[PolicyVerdict]:
+    """The best policy (highest pass rate, then fewest wasted retries per run) against each other one."""
+    ranked = sorted((t for t in totals if t.runs), key=lambda t: (-t.passes / t.runs, t.mean_wasted_retries, t.policy))
+    if len(ranked) < 2:
+        return []
+    best = ranked[0]
+    return [
+        PolicyVerdict(
+            best=best,
+            other=other,
+            beyond_noise=beyond_noise((best.passes, best.runs), (other.passes, other.runs)),
+            same_scenarios=best.scenarios == other.scenarios,
+        )
+        for other in ranked[1:]
+    ]
+
+
+def policy_variant_list() -> list[PolicyVariant]:
+    return list(PolicyVariant.objects.all())

@@ -1,0 +1,261 @@
+"""Reads of a run's page: the run, its windowed timeline, its sub-agents, its picture, the other policies' runs, the
+errors that tripped a guard and its re-runs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from django.db.models import (
+    QuerySet,
+)
+from django.shortcuts import get_object_or_404
+
+from .. import waterfall
+from ..models import Run, Step
+from ..waterfall import Waterfall
+from .common import HEAVY_FIELDS, index_or_zero
+from .peers import run_policy_peers
+from .stops_page import GUARD_STOPS, TRAILING_STEPS, tripping_errors
+
+# What the picture of a run reads of each step, and how many steps at a time.
+WATERFALL_CHUNK = 60
+WATERFALL_FIELDS = (
+    *("index", "kind", "tool_name", "input", "is_error", "category", "result_content"),
+    *("attempts", "model_attempts"),
+)
+
+
+def run_get(*, pk: int) -> Run:
+    """A run as its page shows it: with its experiment and its review's reviewer; not its search text,
+    which no page shows (its parent is a link by ``parent_id``)."""
+    runs = Run.objects.select_related("experiment", "review__reviewer").defer("search_text")
+    return get_object_or_404(runs, pk=pk)
+
+
+def run_reviewed(*, pk: int) -> Run:
+    """A run with its review, the reviewer and the review's tags (two queries)."""
+    runs = Run.objects.defer(*HEAVY_FIELDS).select_related("review__reviewer").prefetch_related("review__tags")
+    return get_object_or_404(runs, pk=pk)
+
+
+# The run page's timeline is windowed: it shows this many steps at first, and each "show more" (a
+# click, or scrolling to it) this many more; a live run's page also shows its newest ``STEP_TAIL``.
+STEP_WINDOW = 50
+STEP_TAIL = 10
+
+
+class StepRow(NamedTuple):
+    """One step of the timeline (``timeline_tags.step_item``), which the picture of the run reads too:
+    the columns it shows (``STEP_ROW_FIELDS``), read as tuples. Fifty steps built as model instances
+    cost a quarter of the window's query more."""
+
+    index: int
+    kind: str
+    tool_name: str
+    input: Any
+    attempts: list
+    result_content: Any
+    is_error: bool
+    category: str
+    retryable: bool | None
+    retry_count: int
+    latency_ms: float
+    input_tokens: int
+    output_tokens: int
+    text: str
+    api_stop_reason: str
+    model_attempts: list
+
+
+STEP_ROW_FIELDS = StepRow._fields
+
+
+def _step_rows(steps: QuerySet[Step]) -> list[StepRow]:
+    return [StepRow._make(values) for values in steps.values_list(*STEP_ROW_FIELDS)]
+
+
+@dataclass
+class StepGap:
+    """Steps the timeline does not show yet: those after index ``after`` and before ``before`` (None:
+    up to the run's end, ``last``)."""
+
+    after: int
+    before: int | None
+    last: int
+
+    @property
+    def first(self) -> int:
+        return self.after + 1
+
+    @property
+    def next_last(self) -> int:
+        """The last step the gap's control shows when it is used."""
+        return min(self.first + STEP_WINDOW - 1, self.last)
+
+    @property
+    def hidden(self) -> int:
+        return self.last - self.after
+
+
+@dataclass
+class StepWindow:
+    """What the timeline shows: ``gap_before``, ``steps``, ``gap_after``, then ``tail`` (a live run's
+    newest steps, after a gap). Each gap is a control that loads its next ``STEP_WINDOW`` steps."""
+
+    steps: list[StepRow]
+    gap_before: StepGap | None = None
+    gap_after: StepGap | None = None
+    tail: list[StepRow] = field(default_factory=list)
+    following: StepRow | None = None  # the step after ``steps``, read to know that more follow
+
+    @property
+    def last_index(self) -> int:
+        """The newest step shown (0: none), where the live poll goes on from."""
+        shown = self.tail or self.steps
+        return shown[-1].index if shown else 0
+
+
+def step_window(*, run: Run, after: int = 0, before: int | None = None, at: int = 0) -> StepWindow:
+    """The steps between index ``after`` and ``before`` (None: the run's end) the timeline shows: the
+    ``STEP_WINDOW`` from the one holding ``at`` (steps are windowed from ``after``, so a link to step
+    ``at`` lands in the window that holds it; 0: from the first) with a gap before it when it does not
+    start at the first, and a gap after it when more follow. One query, whatever the number of steps."""
+    first = after + 1
+    last = (before - 1) if before is not None else max(run.step_count, after)
+    if at > first and (before is None or at < before):
+        first += (at - first) // STEP_WINDOW * STEP_WINDOW
+    rows = run.steps.filter(index__gte=first)
+    if before is not None:
+        rows = rows.filter(index__lt=before)
+    steps = _step_rows(rows.order_by("index")[: STEP_WINDOW + 1])
+    shown = steps[:STEP_WINDOW]
+    if not shown:
+        return StepWindow(steps=[])
+    gap_before = StepGap(after=after, before=shown[0].index, last=shown[0].index - 1) if first > after + 1 else None
+    gap_after = None
+    if len(steps) > STEP_WINDOW:
+        gap_after = StepGap(after=shown[-1].index, before=before, last=max(last, steps[-1].index))
+    following = steps[STEP_WINDOW] if len(steps) > STEP_WINDOW else None
+    return StepWindow(steps=shown, gap_before=gap_before, gap_after=gap_after, following=following)
+
+
+def step_window_first(*, run: Run, at: int = 0) -> StepWindow:
+    """The run page's timeline: the window from the first step (or the one holding step ``at``), and
+    for a live run its newest ``STEP_TAIL`` steps too, the hidden ones between them a gap. Two
+    queries at most, whatever the number of steps."""
+    if not run.is_active:
+        return step_window(run=run, at=at)
+    tail = _step_rows(run.steps.order_by("-index")[:STEP_TAIL])[::-1]
+    if not tail:
+        return StepWindow(steps=[])
+    before = tail[0].index
+    window = step_window(run=run, before=before, at=at if at < before else 0)
+    window.tail = tail
+    return window
+
+
+def step_window_new(*, run: Run, after: Any) -> StepWindow:
+    """The live poll's steps: those recorded after index ``after``; when more than ``STEP_WINDOW``
+    arrived, the newest ``STEP_TAIL`` behind a gap. One query, whatever the number of new steps."""
+    after = index_or_zero(after)
+    newest = _step_rows(run.steps.filter(index__gt=after).order_by("-index")[: STEP_WINDOW + 1])[::-1]
+    if len(newest) <= STEP_WINDOW:
+        return StepWindow(steps=newest)
+    tail = newest[-STEP_TAIL:]
+    gap = StepGap(after=after, before=tail[0].index, last=tail[0].index - 1)
+    return StepWindow(steps=[], gap_after=gap, tail=tail)
+
+
+def run_reruns(*, run: Run) -> list[Run]:
+    """The runs queued to re-run ``run`` after it was interrupted (``execution``: only an interrupted
+    run is re-run; no query for any other)."""
+    if run.stop_reason != Run.StopReason.INTERRUPTED:
+        return []
+    return list(run.reruns.only("pk", "status").order_by("id"))
+
+
+@dataclass
+class SubAgents:
+    """A run's sub-agents (child runs), for its page: ``by_step`` maps the index of the step that
+    started them to those runs, in the order they started; ``unplaced`` are those recorded before a
+    child kept its step (``Run.parent_step``). ``tokens``: (in, out) of those that ended, which count
+    in the parent's own totals (``recording.run_finish``)."""
+
+    runs: list[Run]
+    by_step: dict[int, list[Run]]
+    unplaced: list[Run]
+    tokens: tuple[int, int]
+
+    @property
+    def running(self) -> list[Run]:
+        """Those still running: their step is recorded only once they end, so the live line names them."""
+        return [c for c in self.runs if c.is_active]
+
+
+# What the run page shows of a sub-agent (under its step, in the aside, on the live line): the only
+# columns read of each (a query deferring the heavy columns cost more to build than one naming these).
+SUB_AGENT_FIELDS = (
+    *("id", "parent", "parent_step", "label", "status", "stop_reason", "source", "source_detail"),
+    *("model_backend", "model_name", "step_count", "error_count", "retry_count", "input_tokens"),
+    *("output_tokens", "started_at", "finished_at"),
+)
+
+
+def run_sub_agents(*, run: Run) -> SubAgents:
+    """One query, whatever the number of steps and sub-agents."""
+    children = list(run.children.only(*SUB_AGENT_FIELDS).order_by("id"))
+    by_step: dict[int, list[Run]] = defaultdict(list)
+    for child in children:
+        if child.parent_step is not None:
+            by_step[child.parent_step].append(child)
+    ended = [c for c in children if not c.is_active]
+    return SubAgents(
+        runs=children,
+        by_step=dict(by_step),
+        unplaced=[c for c in children if c.parent_step is None],
+        tokens=(sum(c.input_tokens for c in ended), sum(c.output_tokens for c in ended)),
+    )
+
+
+def run_waterfall(*, run: Run, window: StepWindow | None = None) -> Waterfall:
+    """The picture of ``run``'s steps (``waterfall``), read in chunks only until the picture's rows are
+    full, so a long run's later steps are neither fetched nor decoded. ``window``: the timeline's steps
+    of an ended run, already read; when they start at the first step the picture starts with them, and
+    asks for the steps after them only if its rows are not full yet (one query at most)."""
+    known: list[StepRow] = []
+    whole = False
+    if window is not None and not run.is_active and window.steps and window.steps[0].index == 1:
+        known = [*window.steps, *([window.following] if window.following else [])]
+        whole = window.gap_after is None  # nothing after them
+    return waterfall.waterfall_build(steps=_steps_from(run=run, known=known, whole=whole), step_count=run.step_count)
+
+
+def _steps_from(*, run: Run, known: list[StepRow], whole: bool) -> Iterator[StepRow | Step]:
+    """``known`` (the run's first steps, in order; ``whole``: all of them), then the steps after them
+    from the database, asked for only when the reader wants more."""
+    yield from known
+    if whole:
+        return
+    after = known[-1].index if known else 0
+    rest = Step.objects.filter(run=run, index__gt=after).only(*WATERFALL_FIELDS).order_by("index")
+    yield from rest[: waterfall.MAX_STEPS - len(known)].iterator(chunk_size=WATERFALL_CHUNK)
+
+
+# What the run page's "Same scenario, other policies" shows of each: a link, the backend badge, status, verdict.
+PEER_FIELDS = ("id", "policy_name", "status", "verdict", "source", "source_detail", "model_backend", "model_name")
+
+
+def run_other_policies(*, run: Run) -> list[Run]:
+    """The same scenario under each other policy (``run_policy_peers``), by policy name."""
+    return run_policy_peers(runs=[run], fields=PEER_FIELDS)[run.pk]
+
+
+def run_guard_errors(*, run: Run) -> list[Step]:
+    """For a guard stop, the errors in a row that tripped it (from the run's last steps)."""
+    if run.stop_reason not in GUARD_STOPS:
+        return []
+    last = list(run.steps.order_by("-index")[:TRAILING_STEPS])
+    return tripping_errors(last[::-1])

@@ -1,0 +1,205 @@
+"""Reads of the stop queue: guard stops filtered and counted, each with its failing calls, another policy's run and
+the identical stops one review may cover."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import (
+    Count,
+    F,
+    Q,
+    QuerySet,
+    Window,
+)
+from django.db.models.functions import RowNumber
+
+from ..divergence import (
+    attempt_outcome,
+    canonical,
+)
+from ..models import Experiment, Run, Step, StopReview
+from .common import HEAVY_FIELDS
+from .peers import PAIRINGS, run_policy_peers
+
+GUARD_STOPS = Run.GUARD_STOPS
+TRAILING_STEPS = 12  # enough to show any consecutive-error guard's streak
+
+
+def tripping_errors(steps: list[Step]) -> list[Step]:
+    """The errors in a row at the end of a run: what tripped a consecutive-error guard."""
+    trailing: list[Step] = []
+    for step in reversed(steps):
+        if step.kind == Step.Kind.FINAL_ANSWER:
+            continue
+        if not step.is_error:
+            break
+        trailing.append(step)
+    return trailing[::-1]
+
+
+@dataclass
+class FailingCall:
+    """One call (tool and input) the run kept making, how often, and each distinct error text."""
+
+    tool_name: str
+    input: Any
+    times: int
+    errors: list[tuple[str, str, int]]  # (outcome label, message, how many attempts said it)
+    model_saw: Any  # the tool_result content of the last of these calls
+
+
+@dataclass
+class StopCase:
+    run: Run
+    errors: list[Step]  # the errors in a row at the end (what tripped a consecutive-error guard)
+    other: Run | None  # the same scenario under another policy
+    review: StopReview | None
+    identical: int = 0  # other unreviewed stops identical to this one (``stop_signature``)
+
+    @property
+    def calls(self) -> list[FailingCall]:
+        return failing_calls(self.errors)
+
+
+def failing_calls(steps: list[Step]) -> list[FailingCall]:
+    """Group repeated failing calls by tool and input, keeping each distinct error text once."""
+    calls: dict[str, FailingCall] = {}
+    for step in steps:
+        key = step.tool_name + canonical(step.input)
+        call = calls.setdefault(key, FailingCall(step.tool_name, step.input, 0, [], None))
+        call.times += 1
+        call.model_saw = step.result_content
+        for attempt in step.attempts or []:
+            if attempt.get("ok"):
+                continue
+            text = (attempt_outcome(attempt).label, attempt.get("message") or "")
+            found = next((i for i, e in enumerate(call.errors) if e[:2] == text), None)
+            if found is None:
+                call.errors.append((*text, 1))
+            else:
+                call.errors[found] = (*text, call.errors[found][2] + 1)
+    return list(calls.values())
+
+
+STOP_FILTERS = ("unreviewed", "reviewed", "all")
+
+
+def stops_filtered(*, policy: str = "", experiment_id: int | None = None, stop_reason: str = "") -> QuerySet[Run]:
+    """Guard stops, narrowed to a policy, an experiment and one kind of stop when given."""
+    stops = Run.objects.filter(stop_reason__in=[stop_reason] if stop_reason else GUARD_STOPS)
+    if policy:
+        stops = stops.filter(policy_name=policy)
+    if experiment_id:
+        stops = stops.filter(experiment_id=experiment_id)
+    return stops
+
+
+def stop_counts(**filters: Any) -> dict[str, int]:
+    """Unreviewed, reviewed and all guard stops under ``filters`` (``stops_filtered``'s), in one query."""
+    counts = stops_filtered(**filters).aggregate(all=Count("id"), reviewed=Count("id", filter=Q(review__isnull=False)))
+    return counts | {"unreviewed": counts["all"] - counts["reviewed"]}
+
+
+def stop_queue(*, state: str = "unreviewed", **filters: Any) -> QuerySet[Run]:
+    stops = (
+        stops_filtered(**filters)
+        .defer(*HEAVY_FIELDS)
+        .select_related("review__reviewer")
+        .prefetch_related("review__tags")
+    )
+    if state == "unreviewed":
+        stops = stops.filter(review__isnull=True)
+    elif state == "reviewed":
+        stops = stops.filter(review__isnull=False)
+    return stops.order_by("-created_at", "-id")
+
+
+def stop_filter_values() -> dict[str, list]:
+    """The stop queue's filter choices: policies and experiments that have guard stops (two queries)."""
+    stops = Run.objects.filter(stop_reason__in=GUARD_STOPS).order_by()
+    policies = sorted(p for p in stops.values_list("policy_name", flat=True).distinct() if p)
+    experiment_ids = stops.filter(experiment__isnull=False).values("experiment_id")
+    experiments = list(Experiment.objects.filter(id__in=experiment_ids).order_by("-created_at", "-id"))
+    return {"policies": policies, "experiments": experiments}
+
+
+# A stop's signature: scenario, policy, stop reason, and the tool and error of its last step when that
+# step is a failing tool call. Stops with one signature are "identical": one review may cover them all.
+StopSignature = tuple[str, str, str, str, str]
+SIGNATURE_STEP_FIELDS = ("kind", "tool_name", "is_error", "category", "attempts", "result_content")
+
+
+def _failing_call(
+    kind: str, tool_name: str, is_error: bool, category: str, attempts: list | None, result_content: Any
+) -> tuple[str, str]:
+    """(tool, error) of a failing tool call: the last failed attempt's category and message, or for a
+    step recorded without attempts (imported) its category and what it returned; blank otherwise."""
+    if kind != Step.Kind.TOOL_USE or not is_error:
+        return ("", "")
+    failed = [a for a in attempts or [] if not a.get("ok")]
+    if failed:
+        return (tool_name, f"{failed[-1].get('category') or ''}: {failed[-1].get('message') or ''}")
+    return (tool_name, f"{category}: {canonical(result_content)}")
+
+
+def stop_signature(run: Run, last_step: Step | None) -> StopSignature:
+    """``run``'s signature from its last step (``None``: it has none)."""
+    call = _failing_call(*(getattr(last_step, f) for f in SIGNATURE_STEP_FIELDS)) if last_step else ("", "")
+    return (run.scenario, run.policy_name, run.stop_reason, *call)
+
+
+def unreviewed_stop_signatures(*, kinds: Iterable[tuple[str, str, str]]) -> dict[int, StopSignature]:
+    """The signature of every unreviewed guard stop of ``kinds`` (scenario, policy, stop reason), by run
+    id, in one query: each run's last step found through the (run, index) index at ``step_count``."""
+    alike = Q()
+    for scenario, policy, reason in set(kinds):
+        if reason in GUARD_STOPS:
+            alike |= Q(run__scenario=scenario, run__policy_name=policy, run__stop_reason=reason)
+    if not alike:
+        return {}
+    rows = (
+        Step.objects.filter(alike, run__review__isnull=True, index=F("run__step_count"))
+        .order_by()
+        .values_list("run_id", "run__scenario", "run__policy_name", "run__stop_reason", *SIGNATURE_STEP_FIELDS)
+    )
+    return {row[0]: (row[1], row[2], row[3], *_failing_call(*row[4:])) for row in rows}
+
+
+def stops_identical(*, run: Run) -> list[Run]:
+    """The unreviewed guard stops identical to ``run`` (``stop_signature``), ``run`` left out; three queries."""
+    signatures = unreviewed_stop_signatures(kinds=[(run.scenario, run.policy_name, run.stop_reason)])
+    mine = stop_signature(run, run.steps.filter(index=run.step_count).first())
+    ids = [pk for pk, signature in signatures.items() if signature == mine and pk != run.pk]
+    return list(Run.objects.filter(pk__in=ids).only("id", "status", "verdict", "stop_reason").order_by("id"))
+
+
+def stop_cases(*, runs: list[Run]) -> list[StopCase]:
+    """Each stopped run with its last failing calls, a run of the same scenario under another policy, and
+    how many unreviewed stops are identical to it. The same queries whatever the number of runs and steps."""
+    ids = [r.pk for r in runs]
+    tail: dict[int, list[Step]] = defaultdict(list)
+    last_steps = (
+        Step.objects.filter(run_id__in=ids)
+        .annotate(from_end=Window(RowNumber(), partition_by=F("run_id"), order_by=F("index").desc()))
+        .filter(from_end__lte=TRAILING_STEPS)
+        .order_by("run_id", "index")
+    )
+    for step in last_steps:
+        tail[step.run_id].append(step)
+    peers = run_policy_peers(runs=runs, finished=True)
+    unreviewed = unreviewed_stop_signatures(kinds=[(r.scenario, r.policy_name, r.stop_reason) for r in runs])
+    alike = Counter(unreviewed.values())
+    cases = []
+    for run in runs:
+        other = min(peers[run.pk], key=lambda peer: PAIRINGS.index(peer.pairing), default=None)
+        review = getattr(run, "review", None)  # reverse one-to-one: absent raises AttributeError
+        mine = stop_signature(run, tail[run.pk][-1] if tail[run.pk] else None)
+        identical = alike[mine] - (run.pk in unreviewed)
+        cases.append(
+            StopCase(run=run, errors=tripping_errors(tail[run.pk]), other=other, review=review, identical=identical)
+        )
+    return cases
