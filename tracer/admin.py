@@ -7,7 +7,9 @@ import logging
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
+from django.db import models
 
+from .forms import BoundedJSONField
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
 
 logger = logging.getLogger(__name__)
@@ -26,8 +28,13 @@ class ReadOnly:
         return False
 
 
+# JSON typed into an admin form is read with the bounds of every other JSON reader (tracer/json_input.py).
+BOUNDED_JSON = {models.JSONField: {"form_class": BoundedJSONField}}
+
+
 @admin.register(PolicyVariant)
 class PolicyVariantAdmin(admin.ModelAdmin):
+    formfield_overrides = BOUNDED_JSON
     list_display = ("name", "is_preset", "created_by", "created_at")
     list_filter = ("is_preset",)
     search_fields = ("name", "description")
@@ -109,6 +116,7 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
 
 @admin.register(StopReview)
 class StopReviewAdmin(admin.ModelAdmin):
+    formfield_overrides = BOUNDED_JSON
     list_display = ("run", "verdict", "verdict_override", "reviewer", "reviewed_at")
     list_filter = ("verdict", "verdict_override")
     raw_id_fields = ("run",)

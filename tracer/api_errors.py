@@ -2,8 +2,9 @@
 
 Every answer that is not a success is ``{"errors": [{"path": …, "message": …}]}``: ``path`` names
 the field at fault as a client wrote it (``steps[0].kind``, ``run_id``, ``Authorization``; ``""`` for
-the request as a whole) and ``message`` says what was expected. Bodies are read strictly: UTF-8 JSON
-only (no ``NaN`` or ``Infinity``, which no database column takes), at most ``RLT_API_MAX_BYTES``.
+the request as a whole) and ``message`` says what was expected. Bodies are read strictly, by
+``tracer.json_input``: UTF-8 JSON only (no ``NaN`` or ``Infinity``, which no database column takes),
+nested at most ``json_input.MAX_DEPTH`` deep, at most ``RLT_API_MAX_BYTES``.
 What the database cannot store inside valid JSON (a NUL character, an unpaired surrogate) is
 ``tracer.ingest``'s to refuse, with the path of the field.
 """
@@ -16,6 +17,8 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 from ninja.parser import Parser
+
+from .json_input import JsonTooDeep, json_parse
 
 
 class ApiError(Exception):
@@ -41,10 +44,6 @@ def prefixed(prefix: str, path: str) -> str:
     return prefix + (path if path.startswith("[") else "." + path)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def json_loads(text: str | bytes, *, what: str = "the body") -> Any:
     """``text`` parsed strictly as JSON; ``ApiError`` 400 naming where and why it is not."""
     if isinstance(text, bytes):
@@ -53,15 +52,15 @@ def json_loads(text: str | bytes, *, what: str = "the body") -> Any:
         except UnicodeDecodeError as exc:
             raise ApiError.one(400, f"{what} is not UTF-8 text: byte {exc.start} cannot be decoded") from None
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json_parse(text)
     except json.JSONDecodeError as exc:
         raise ApiError.one(
             400, f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except JsonTooDeep as exc:
+        raise ApiError.one(400, f"{what} is {exc}") from None
     except ValueError as exc:  # NaN / Infinity
         raise ApiError.one(400, f"{what} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ApiError.one(400, f"{what} is nested too deeply") from None
     return value
 
 

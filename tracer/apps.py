@@ -17,6 +17,13 @@ class TracerConfig(AppConfig):
         except PackError as exc:
             raise ImproperlyConfigured(str(exc)) from None
 
+        # An id too large for any column matches no row in `in`, as in `exact`, on SQLite too.
+        from django.db.models import IntegerField
+
+        from .lookups import IntegerIn
+
+        IntegerField.register_lookup(IntegerIn)
+
         # django-axes' admin logs answer a year too large for a date as Django answers a bad one.
         from django.contrib import admin
 

@@ -12,6 +12,7 @@ from agents.policies import PRESETS, RETRY_FLAG_PATHS
 from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
 from .experiments import STEP_DELAY_MAX_S
+from .json_input import BoundedJSONDecoder, JsonTooDeep, too_deep
 from .models import Run, StopReview
 from .reads.runs_list import RUN_SORTS
 from .search import SEARCH_MIN_CHARS
@@ -25,6 +26,23 @@ SHORT_NUMBER = forms.NumberInput(attrs={"class": "short"})
 # The largest id a 64-bit primary key holds, on SQLite and PostgreSQL alike: a bigger number in a
 # query string is a bad id, not a database error.
 ID_MAX = 2**63 - 1
+
+
+class BoundedJSONField(forms.JSONField):
+    """Django's JSON form field read with ``tracer.json_input``'s bounds; a document nested too deep is
+    an error naming the limit, not a RecursionError."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs["decoder"] = BoundedJSONDecoder
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except ValidationError:
+            if isinstance(value, str) and too_deep(value):
+                raise ValidationError(f"This JSON is {JsonTooDeep()}.", code="invalid") from None
+            raise
 
 
 class IdField(forms.IntegerField):

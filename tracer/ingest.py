@@ -78,6 +78,7 @@ from agents.vocabulary import ErrorCategory, StepKind, StopReason
 
 from . import recording
 from .divergence import canonical
+from .json_input import json_parse
 from .models import Run, Step
 
 FORMAT = "rlt.run/1"
@@ -566,8 +567,8 @@ def _maybe_json(text: str) -> Any:
     stripped = text.strip()
     if stripped[:1] in ("{", "["):
         try:
-            return json.loads(stripped)
-        except ValueError:
+            return json_parse(stripped)
+        except ValueError:  # not JSON, or too deep to read: kept as the text it is
             return text
     return text
 
@@ -1360,11 +1361,13 @@ def file_items(*, name: str, data: bytes) -> tuple[list[tuple[str, Any]], list[I
     lines_mode = name.lower().endswith((".jsonl", ".ndjson"))
     if not lines_mode:
         try:
-            whole = json.loads(text)
+            whole = json_parse(text)
         except json.JSONDecodeError as exc:
             if exc.msg != "Extra data":
                 return [], [ItemReport(where="", errors=[{"path": "", "message": _decode_error(exc)}])]
             lines_mode = True  # several JSON values, one per line: JSON Lines whatever the name
+        except ValueError as exc:  # too deep, NaN or Infinity
+            return [], [ItemReport(where="", errors=[{"path": "", "message": f"not read: {exc}"}])]
         else:
             if isinstance(whole, list):
                 return [(f"[{k}]", item) for k, item in enumerate(whole)], []
@@ -1376,13 +1379,15 @@ def file_items(*, name: str, data: bytes) -> tuple[list[tuple[str, Any]], list[I
             continue
         where = f"line {number}"
         try:
-            items.append((where, json.loads(line)))
+            items.append((where, json_parse(line)))
         except json.JSONDecodeError as exc:
             refused.append(
                 ItemReport(
                     where=where, errors=[{"path": "", "message": f"malformed JSON: {exc.msg} (column {exc.colno})"}]
                 )
             )
+        except ValueError as exc:  # too deep, NaN or Infinity
+            refused.append(ItemReport(where=where, errors=[{"path": "", "message": f"not read: {exc}"}]))
     if not items and not refused:
         refused.append(ItemReport(where="", errors=[{"path": "", "message": "the file is empty"}]))
     return items, refused

@@ -1,6 +1,9 @@
 """Hostile input never gets a 5xx: Hypothesis sends generated values to every page's query string,
-form fields and path ids, as a page request and as the htmx fragment requests the pages make, and to
-every admin changelist's search, ordering, paging and list filters and every admin page of one row.
+form fields and path ids, as a page request and as the htmx fragment requests the pages make, to
+every admin changelist's search, ordering, paging and list filters, every admin page of one row and
+every admin add form, and JSON nested past any reader's depth to every JSON reader (the Import page,
+OTLP JSON, the API, the admin's JSON fields). The module prints how many requests each endpoint was
+sent and how it answered, by status class (``-s`` shows it).
 
 Every URL pattern of the dashboard (and the login page) must be described in ``SURFACE``, so a new
 page cannot be left out: the first test fails naming it.
@@ -8,11 +11,16 @@ page cannot be left out: the first test fails naming it.
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 from django.apps import apps
 from django.contrib import admin
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +38,7 @@ from tracer.forms import (
     RunReviewForm,
     StopFilterForm,
 )
+from tracer.json_input import MAX_DEPTH, too_deep
 from tracer.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -76,6 +85,35 @@ hostile_text = st.one_of(
 )
 hostile_values = st.lists(hostile_text, min_size=1, max_size=3)  # a list: the same key sent several times
 path_ids = st.one_of(st.integers(min_value=0, max_value=2**80), st.sampled_from([1, 2, 3, 2**63 - 1, 2**63, BIG]))
+
+
+def probe(examples: int):
+    """Hypothesis' settings for a probe: ``examples`` requests, no deadline (the machine is shared)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+ANSWERED: Counter = Counter()  # (endpoint, status class) -> requests, printed at the end of the module
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _counts_by_endpoint():
+    yield
+    if ANSWERED:
+        endpoints = sorted({endpoint for endpoint, _ in ANSWERED})
+        print(f"\n[hostile input, {connection.vendor}] requests by endpoint and status class:")
+        for endpoint in endpoints:
+            shown = ", ".join(
+                f"{ANSWERED[endpoint, k]} × {k}" for k in ("2xx", "3xx", "4xx", "5xx") if ANSWERED[endpoint, k]
+            )
+            print(f"  {endpoint}: {shown}")
+
+
+def _answered(endpoint: str, response) -> None:
+    ANSWERED[endpoint, f"{response.status_code // 100}xx"] += 1
 
 
 def _url_names(patterns, namespace: str = "") -> set[str]:
@@ -127,11 +165,7 @@ def _url(name: str, data, existing: list[int]) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(SURFACE))
-@settings(
-    max_examples=EXAMPLES_PER_PAGE,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@probe(EXAMPLES_PER_PAGE)
 @given(data=st.data())
 def test_hostile_input_never_gets_a_server_error(recorded, name, data):
     params, post_fields, targets = SURFACE[name]
@@ -146,6 +180,7 @@ def test_hostile_input_never_gets_a_server_error(recorded, name, data):
         if targets:
             headers["HX-Target"] = data.draw(st.sampled_from(targets), label="target")
     response = getattr(recorded.client, method)(url, payload, headers=headers)
+    _answered(f"{method.upper()} {name}", response)
     assert response.status_code < 500, f"{method.upper()} {url} {payload} {headers} -> {response.status_code}"
 
 
@@ -165,11 +200,7 @@ def _admin_params(model_admin) -> list[str]:
 
 
 @pytest.mark.parametrize("model", ADMIN_MODELS)
-@settings(
-    max_examples=EXAMPLES_PER_ADMIN_MODEL,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@probe(EXAMPLES_PER_ADMIN_MODEL)
 @given(data=st.data())
 def test_hostile_input_never_gets_a_server_error_in_the_admin(recorded, model, data):
     app_label, model_name = model.split(".")
@@ -183,6 +214,7 @@ def test_hostile_input_never_gets_a_server_error_in_the_admin(recorded, model, d
     fields = data.draw(st.lists(st.sampled_from(_admin_params(model_admin)), unique=True), label="fields")
     payload = {field: data.draw(hostile_values, label=field) for field in fields}
     response = recorded.client.get(url, payload)
+    _answered(f"GET /admin/{app_label}/{model_name}/ (changelist, change, delete, history)", response)
     assert response.status_code < 500, f"GET {url} {payload} -> {response.status_code}"
 
 
@@ -200,3 +232,164 @@ def test_a_date_too_large_for_a_date_hierarchy_is_answered_as_a_bad_lookup_not_a
     response = recorded.client.get(reverse(f"admin:{app_label}_{model_name}_changelist"), payload)
     assert response.status_code == 302
     assert response["Location"].endswith("?e=1")
+
+
+# --- bodies nested deeper than any reader should recurse, huge pages and ids -----------------------
+# One bounded decoder reads every JSON body (tracer/json_input.py): a document nested deeper than
+# MAX_DEPTH is a 4xx naming the limit wherever it is sent, at any depth and in any place in a document.
+EXAMPLES_PER_BODY = 25
+
+
+def _nested(depth: int, opens: list[bool], leaf: str) -> str:
+    """``leaf`` inside ``depth`` arrays and objects, an object where ``opens`` says so (cycled)."""
+    head, tail = [], []
+    for level in range(depth):
+        if opens[level % len(opens)]:
+            head.append('{"k":')
+            tail.append("}")
+        else:
+            head.append("[")
+            tail.append("]")
+    return "".join(head) + leaf + "".join(reversed(tail))
+
+
+depths = st.one_of(
+    st.sampled_from([MAX_DEPTH - 5, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 3000, 20000]),
+    st.integers(min_value=1, max_value=5000),
+)
+deep_values = st.builds(
+    _nested, depths, st.lists(st.booleans(), min_size=1, max_size=4), st.sampled_from(["1", '"x"', "null", "[]"])
+)
+
+
+def _run_document(deep: str, where: str) -> str:
+    """A run document (rlt.run/1) holding ``deep`` as its labels, a step's input or a whole value."""
+    if where == "whole":
+        return deep
+    step = '{"kind": "tool_call", "tool_name": "t", "input": ' + (deep if where == "input" else "{}") + "}"
+    run = '{"scenario": "s", "policy": "p", "stop_reason": "final_answer", "labels": '
+    return (
+        '{"format": "rlt.run/1", "run": ' + run + (deep if where == "labels" else "{}") + '}, "steps": [' + step + "]}"
+    )
+
+
+@pytest.fixture
+def otlp_sender(admin_user):
+    return token_create(user=admin_user, name="hostile")[1]
+
+
+def _otlp_json(deep: str, where: str) -> str:
+    """An OTLP JSON request with ``deep`` as the body, an attribute's kvlist value or JSON text in a string."""
+    if where == "whole":
+        return deep
+    if where == "string":
+        attribute = json.dumps({"key": "input.value", "value": {"stringValue": deep}})
+    else:
+        attribute = '{"key": "k", "value": {"kvlistValue": {"values": [{"key": "a", "value": ' + deep + "}]}}}"
+    span = json.dumps(
+        {
+            "traceId": "5b8efff798038103d269b633813fc60c",
+            "spanId": "eee19b7ec3c1b174",
+            "name": "s",
+            "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2",
+        }
+    )
+    span = span[:-1] + ', "attributes": [' + attribute + "]}"
+    return '{"resourceSpans": [{"scopeSpans": [{"spans": [' + span + "]}]}]}"
+
+
+@probe(EXAMPLES_PER_BODY)
+@given(deep=deep_values, where=st.sampled_from(["whole", "labels", "input"]), lines=st.booleans())
+def test_json_nested_deep_on_the_import_page_is_refused_naming_the_limit(admin_client, deep, where, lines):
+    name = "runs.jsonl" if lines else "runs.json"
+    upload = SimpleUploadedFile(name, _run_document(deep, where).encode(), content_type="application/json")
+    response = admin_client.post(reverse("tracer:import"), {"files": [upload]})
+    _answered("POST /import/", response)
+    assert response.status_code == 200, response.status_code  # the page's report, as for any refused file
+    if too_deep(deep):
+        assert f"nested deeper than {MAX_DEPTH} levels" in response.content.decode()
+
+
+@probe(EXAMPLES_PER_BODY)
+@given(deep=deep_values, where=st.sampled_from(["whole", "kvlist", "string"]))
+def test_json_nested_deep_on_otlp_is_a_400_naming_the_limit(client, otlp_sender, deep, where):
+    body = _otlp_json(deep, where).encode()
+    response = client.post(
+        "/v1/traces", data=body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {otlp_sender}"
+    )
+    _answered("POST /v1/traces (JSON)", response)
+    assert response.status_code < 500, response.content[:300]
+    if too_deep(body):
+        assert response.status_code == 400
+        assert f"nested deeper than {MAX_DEPTH} levels" in response.content.decode()
+
+
+@probe(EXAMPLES_PER_BODY)
+@given(deep=deep_values, where=st.sampled_from(["whole", "labels", "input"]), path=st.sampled_from(["imports", "runs"]))
+def test_json_nested_deep_on_the_api_is_a_400_naming_the_limit(client, otlp_sender, deep, where, path):
+    body = _run_document(deep, where) if path == "imports" else deep
+    response = client.post(
+        f"/api/{path}", data=body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {otlp_sender}"
+    )
+    _answered(f"POST /api/{path}", response)
+    assert response.status_code < 500, response.content[:300]
+    if too_deep(body):
+        assert response.status_code == 400
+        assert f"nested deeper than {MAX_DEPTH} levels" in response.json()["errors"][0]["message"]
+
+
+@probe(EXAMPLES_PER_BODY)
+@given(deep=deep_values)
+def test_json_nested_deep_in_the_admins_policy_variant_settings_is_a_form_error_naming_the_limit(admin_client, deep):
+    form = {"name": "deep", "description": "", "settings": deep, "is_preset": ""}
+    response = admin_client.post(reverse("admin:tracer_policyvariant_add"), form)
+    _answered("POST /admin/tracer/policyvariant/add/", response)
+    assert response.status_code < 500
+    if too_deep(deep):
+        assert response.status_code == 200  # the form again, with the error
+        assert f"nested deeper than {MAX_DEPTH} levels" in response.content.decode()
+
+
+@pytest.mark.parametrize("page", [str(2**63), str(2**63 - 1), str(2**64), "9" * 40, str(10**9 + 1)])
+def test_a_page_number_past_any_offset_is_an_empty_page_not_a_server_error(admin_client, monkeypatch, page):
+    # Past RUN_COUNT_CAP the list does not count every run, so a page number is not clamped to the last page.
+    monkeypatch.setattr("tracer.reads.runs_list.RUN_COUNT_CAP", 1)
+    RunFactory.create_batch(3)
+    for headers in ({}, {"HX-Request": "true", "HX-Target": "run-table"}):
+        response = admin_client.get(reverse("tracer:runs"), {"page": page}, headers=headers)
+        _answered("GET /?page=", response)
+        assert response.status_code == 200
+
+
+_SUPERUSER_ASKS = SimpleNamespace(user=SimpleNamespace(is_active=True, is_superuser=True, has_perm=lambda *a: True))
+ADMIN_ADD_FORMS = sorted(
+    f"{m._meta.app_label}.{m._meta.model_name}"
+    for m, model_admin in admin.site._registry.items()
+    if model_admin.has_add_permission(_SUPERUSER_ASKS)
+)
+
+
+@pytest.mark.parametrize("model", ADMIN_ADD_FORMS)
+@probe(EXAMPLES_PER_ADMIN_MODEL)
+@given(data=st.data())
+def test_hostile_values_in_every_admin_add_form_never_get_a_server_error(recorded, model, data):
+    """Every field of every add form, ids of 2**63 and more for the choice fields among them."""
+    app_label, model_name = model.split(".")
+    model_class = apps.get_model(app_label, model_name)
+    fields = [f.name for f in model_class._meta.get_fields() if f.concrete or f.many_to_many]
+    chosen = data.draw(st.lists(st.sampled_from(fields), unique=True, min_size=1), label="fields")
+    payload = {
+        field: data.draw(st.one_of(hostile_values, path_ids.map(lambda i: [str(i)])), label=field) for field in chosen
+    }
+    response = recorded.client.post(reverse(f"admin:{app_label}_{model_name}_add"), payload)
+    _answered(f"POST /admin/{app_label}/{model_name}/add/", response)
+    assert response.status_code < 500, f"POST {model} {payload} -> {response.status_code}"
+
+
+@pytest.mark.parametrize("permission_id", [2**63, 2**63 - 1, 2**64, 10**30])
+def test_a_group_form_with_a_permission_id_past_64_bits_is_a_form_error(admin_client, permission_id):
+    response = admin_client.post(reverse("admin:auth_group_add"), {"name": "g", "permissions": [str(permission_id)]})
+    _answered("POST /admin/auth/group/add/", response)
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()

@@ -47,6 +47,7 @@ from ..ingest import (
     document_validate,
     transcript_to_document,
 )
+from ..json_input import json_parse
 from .wire import STATUS_ERROR, Span, clean
 
 LLM = "LLM"
@@ -97,9 +98,9 @@ def _json(value: Any) -> Any:
 
 
 def _loads(text: str, *, default: Any) -> Any:
-    """``json.loads``, with NUL characters (``\\u0000``, which PostgreSQL cannot store) made U+FFFD."""
+    """``json_parse``, with NUL characters (``\\u0000``, which PostgreSQL cannot store) made U+FFFD."""
     try:
-        value = json.loads(text)
+        value = json_parse(text)
     except ValueError:
         return default
     return _cleaned(value) if "\\u0000" in text else value

@@ -31,6 +31,8 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from ..json_input import json_parse
+
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
@@ -407,8 +409,8 @@ def _json_attributes(items: Any, path: str) -> dict[str, Any]:
 
 def _decode_json(body: bytes) -> Decoded:
     try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
+        document = json_parse(body)
+    except (UnicodeDecodeError, ValueError) as exc:  # ValueError: not JSON, too deep, NaN
         raise WireError("", "an ExportTraceServiceRequest in OTLP JSON encoding", f"invalid JSON ({exc})") from exc
     root = _object(document, "(body)", optional=False)
     spans: list[Span] = []

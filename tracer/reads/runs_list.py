@@ -179,6 +179,9 @@ def run_sorted(runs: QuerySet[Run], *, sort: str, searched: bool = False) -> Que
 # them would make every page's cost grow with the history. A search counts fewer: with a narrow
 # filter beside a common word, each counted run costs many index entries read.
 RUN_COUNT_CAP = 1000
+# A page past the counted runs is asked as it is (past the end, it is empty), but never one whose
+# offset would not fit the 64-bit integer both databases take for OFFSET.
+PAGE_NUMBER_MAX = 10**9
 SEARCH_COUNT_CAP = 200
 
 
@@ -231,7 +234,7 @@ def run_page(*, runs: QuerySet[Run], page: Any, per_page: int, searched: bool = 
     the count up to ``RUN_COUNT_CAP`` + 1 (``SEARCH_COUNT_CAP`` + 1 for a search); two more when a run
     on the page is reviewed (``run_rows``)."""
     counted = run_count(runs=runs, searched=searched, per_page=per_page)
-    number = index_or_zero(page) or 1
+    number = min(index_or_zero(page) or 1, PAGE_NUMBER_MAX)
     if counted.counted_all:
         number = min(number, counted.num_pages)
     start = (number - 1) * per_page
