@@ -16,7 +16,9 @@ instead of a traceback (``manage.py``).
 
 from __future__ import annotations
 
+import shutil
 import sys
+from pathlib import Path
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -29,6 +31,8 @@ DATABASE_LOST = (OperationalError, InterfaceError)
 # it within their export timeout (10 s by default): 2 s gives them five tries in that time.
 RETRY_AFTER_S = 2
 
+# Free bytes under which SQLite's "disk I/O error" is taken as a full disk: a write of its log failed.
+DISK_FULL_BELOW_BYTES = 1 << 20
 _DISK_FULL = ("database or disk is full", "no space left on device", "could not extend file", "disk full")
 
 
@@ -37,11 +41,25 @@ def database_problem(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     lowered = str(exc).lower()
     where = database_display()
-    if any(marker in lowered for marker in _DISK_FULL):
+    if any(marker in lowered for marker in _DISK_FULL) or ("disk i/o error" in lowered and _sqlite_disk_full()):
         return f"the disk that holds the database ({where}) is full ({text})"
+    if "disk i/o error" in lowered:
+        return f"the database file ({where}) could not be read or written ({text})"
     if "database is locked" in lowered:
         return f"the database ({where}) is busy: another writer held its lock longer than RLT_SQLITE_TIMEOUT_S ({text})"
     return f"the database ({where}) cannot be reached ({text})"
+
+
+def _sqlite_disk_full() -> bool:
+    """Whether the SQLite file's disk has no room left: SQLite says "disk I/O error" when its write-ahead
+    log or shared-memory file cannot grow, not "database or disk is full"."""
+    db = settings.DATABASES["default"]
+    if not db["ENGINE"].endswith("sqlite3"):
+        return False
+    try:
+        return shutil.disk_usage(Path(db["NAME"]).parent).free < DISK_FULL_BELOW_BYTES
+    except OSError:
+        return False
 
 
 def database_display() -> str:
@@ -78,7 +96,13 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 def command_failure(exc: BaseException, *, command: str) -> str:
     """What ``manage.py COMMAND`` says when the database refused it: the problem, and what is kept."""
+    problem = database_problem(exc)
+    then = (
+        "Free space on that disk and run it again."
+        if problem.startswith("the disk")
+        else "Run it again once it answers."
+    )
     return (
-        f"{command}: stopped, {database_problem(exc)}. The write it was making was rolled back; everything "
-        "recorded before is kept. Try again once the database can be written."
+        f"{command}: stopped, {problem}. The write it was making was rolled back; everything recorded before is "
+        f"kept. {then}"
     )
