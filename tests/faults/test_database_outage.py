@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-import requests
+import httpx2
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -46,7 +46,7 @@ def site(own_postgres, tmp_path):
     manage("collectstatic", "--no-input", "-v0", env=env)  # DEBUG off names static files from its manifest
     secret = manage("shell", "-c", SITE_SETUP, env=env).stdout.strip().splitlines()[-1]
     server = Served(env=env)
-    browser = requests.Session()
+    browser = httpx2.Client(follow_redirects=True)
     browser.get(f"{server.url}/login/", timeout=10)
     answer = browser.post(
         f"{server.url}/login/",
@@ -64,7 +64,7 @@ def site(own_postgres, tmp_path):
         server.stop()
 
 
-def _answers_503(response: requests.Response, *, what: str) -> None:
+def _answers_503(response: httpx2.Response, *, what: str) -> None:
     assert response.status_code == 503, f"{what}: {response.status_code} {response.text[:400]}"
     assert int(response.headers["Retry-After"]) > 0, what
     assert "database" in response.text, what
@@ -81,7 +81,7 @@ def test_every_path_answers_503_with_retry_after_while_postgresql_is_down_and_no
     try:
         for path in ("/", "/policies/", "/tokens/", "/admin/", "/admin/tracer/experiment/"):
             _answers_503(browser.get(f"{server.url}{path}", timeout=10), what=f"GET {path} logged in")
-        anonymous = requests.Session()
+        anonymous = httpx2.Client(follow_redirects=True)
         anonymous.get(f"{server.url}/login/", timeout=10)
         _answers_503(
             anonymous.post(
@@ -91,7 +91,7 @@ def test_every_path_answers_503_with_retry_after_while_postgresql_is_down_and_no
             ),
             what="POST /login/",
         )
-        api = requests.post(
+        api = httpx2.post(
             f"{server.url}/api/runs",
             json={"scenario": "outage", "policy": "starter"},
             headers={"Authorization": f"Bearer {secret}"},
