@@ -131,6 +131,9 @@ class Run(models.Model):
     model_backend = models.CharField(max_length=20, choices=ModelBackend.choices, default=ModelBackend.SIMULATED)
     model_name = models.CharField(max_length=100, blank=True)
     task = models.TextField(blank=True)
+    # The tools the run could call, as its start said (Messages API schemas, with MCP annotations or a
+    # pack's flags where known): what diagnosis reads a tool's input schema and effects from.
+    tools = models.JSONField(default=list, blank=True)
 
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True)
@@ -156,6 +159,14 @@ class Run(models.Model):
     failed_model_call = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    # Its findings' kinds (agents.diagnosis), comma-separated in step order, written with the findings
+    # when it ends (tracer/diagnosis.py), so the runs list shows them from the row; and the rule set
+    # that made them, blank until it has been diagnosed.
+    finding_kinds = models.CharField(max_length=400, blank=True)
+    rule_set = models.CharField(max_length=20, blank=True)
+    # What its diagnosis added to the rollups (tracer/diagnosis.py), so diagnosing it again takes
+    # exactly that back first.
+    rolled_up = models.JSONField(default=dict, blank=True)
 
     # Who claimed it: the Celery worker's name (``celery@host``; the host name outside a worker) and
     # the pid of the process that executes it there. Matched by equality, never parsed from text.
@@ -469,3 +480,174 @@ class OtlpSpanBatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.span_count} spans of trace {self.trace_id}"
+
+
+class Finding(models.Model):
+    """One of the lessons' mistakes seen in one run (``agents.diagnosis``), written when the run ends
+    (``tracer/diagnosis.py``). The run's scope (its start, source, scenario, policy, model) is copied
+    here so the Findings page filters and pages findings by index without joining the runs."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="findings")
+    kind = models.CharField(max_length=40)  # an agents.diagnosis.kinds key
+    tool = models.CharField(max_length=200, blank=True)
+    steps = models.JSONField(default=list)  # the step indexes that show it
+    message = models.TextField()
+    evidence = models.TextField(blank=True)
+    fix = models.TextField(blank=True)
+    setting = models.JSONField(default=dict, blank=True)  # the policy setting(s) the fix names
+    rewrite = models.TextField(blank=True)
+    basis = models.TextField(blank=True)
+    template = models.CharField(max_length=300, blank=True)
+    wasted_calls = models.PositiveIntegerField(default=0)
+    wasted_input_tokens = models.PositiveIntegerField(default=0)
+    wasted_output_tokens = models.PositiveIntegerField(default=0)
+    wasted_ms = models.FloatField(default=0)
+    rule_set = models.CharField(max_length=20)
+    position = models.PositiveSmallIntegerField(default=0)  # its place among the run's findings
+    run_created_at = models.DateTimeField()
+    source = models.CharField(max_length=10)
+    scenario = models.CharField(max_length=100, blank=True)
+    policy_name = models.CharField(max_length=40, blank=True)
+    model_name = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["run", "position"]
+        indexes = [
+            models.Index(fields=["kind", "-run_created_at", "-id"], name="finding_kind_created_idx"),
+            models.Index(fields=["tool", "kind"], name="finding_tool_kind_idx"),
+            models.Index(fields=["-run_created_at", "-id"], name="finding_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} in run {self.run_id}"
+
+
+class Scoped(models.Model):
+    """A rollup row's scope: the day its runs started, and the runs list's filters the pages take."""
+
+    day = models.DateField()
+    source = models.CharField(max_length=10)
+    scenario = models.CharField(max_length=100, blank=True)
+    policy_name = models.CharField(max_length=40, blank=True)
+    model_name = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__} {self.day} {self.source}/{self.scenario or '-'}/{self.policy_name or '-'}"
+
+
+class ToolDay(Scoped):
+    """A tool's calls in one scope and day, summed over its runs when each ends (the Tools page sums these)."""
+
+    tool = models.CharField(max_length=200)
+    runs = models.PositiveIntegerField(default=0)
+    calls = models.PositiveIntegerField(default=0)  # calls the model made
+    failed = models.PositiveIntegerField(default=0)  # calls whose tool_result was an error
+    failed_validation = models.PositiveIntegerField(default=0)
+    failed_transient = models.PositiveIntegerField(default=0)
+    failed_permission = models.PositiveIntegerField(default=0)
+    failed_business = models.PositiveIntegerField(default=0)
+    failed_fatal = models.PositiveIntegerField(default=0)
+    failed_unknown = models.PositiveIntegerField(default=0)  # no category known
+    empty = models.PositiveIntegerField(default=0)  # calls that found nothing
+    retries = models.PositiveIntegerField(default=0)  # harness retries
+    repeats = models.PositiveIntegerField(default=0)  # the model sending the same call again after a failure
+    wasted = models.PositiveIntegerField(default=0)  # retries and repeats after a failure no retry can fix
+    wasted_input_tokens = models.PositiveIntegerField(default=0)
+    wasted_output_tokens = models.PositiveIntegerField(default=0)
+    # Outcomes of transient failures by attempt: tried a 2nd time / succeeded then; a 3rd time / succeeded.
+    transient_first = models.PositiveIntegerField(default=0)  # calls whose first attempt failed transient
+    second_tries = models.PositiveIntegerField(default=0)
+    second_ok = models.PositiveIntegerField(default=0)
+    third_tries = models.PositiveIntegerField(default=0)
+    third_ok = models.PositiveIntegerField(default=0)
+    refusals_retried = models.PositiveIntegerField(default=0)  # calls retried after a refusal
+    refusals = models.PositiveIntegerField(default=0)  # calls that failed with a refusal
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tool", "day", "source", "scenario", "policy_name", "model_name"], name="toolday_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["day", "tool"], name="toolday_day_idx")]
+
+
+class FindingDay(Scoped):
+    """Findings of one kind and tool in one scope and day (the Findings page's counts and trend)."""
+
+    kind = models.CharField(max_length=40)
+    tool = models.CharField(max_length=200, blank=True)
+    findings = models.PositiveIntegerField(default=0)
+    runs = models.PositiveIntegerField(default=0)
+    wasted_calls = models.PositiveIntegerField(default=0)
+    wasted_input_tokens = models.PositiveIntegerField(default=0)
+    wasted_output_tokens = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "tool", "day", "source", "scenario", "policy_name", "model_name"],
+                name="findingday_unique",
+            )
+        ]
+        indexes = [models.Index(fields=["day", "kind"], name="findingday_day_idx")]
+
+
+class MessageTemplate(models.Model):
+    """One failure message template a tool sent the model (ids and numbers masked), with its lint
+    and a rewrite, from the first run that sent it."""
+
+    key = models.CharField(max_length=16, unique=True)  # agents.diagnosis.lint.template_key
+    tool = models.CharField(max_length=200)
+    template = models.CharField(max_length=300)
+    example = models.TextField()  # the message as one run sent it
+    example_run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
+    example_step = models.PositiveIntegerField(default=0)
+    category = models.CharField(max_length=12, blank=True)
+    what = models.BooleanField(default=False)
+    why = models.BooleanField(default=False)
+    instead = models.BooleanField(default=False)
+    internals = models.CharField(max_length=200, blank=True)  # what internal details it holds, if any
+    score = models.PositiveSmallIntegerField(default=0)
+    rewrite = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.template}"
+
+
+class TemplateDay(Scoped):
+    """How often a message template was sent in one scope and day."""
+
+    template = models.ForeignKey(MessageTemplate, on_delete=models.CASCADE, related_name="days")
+    sent = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["template", "day", "source", "scenario", "policy_name", "model_name"], name="templateday_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["day", "template"], name="templateday_day_idx")]
+
+
+class PatternDay(Scoped):
+    """Failing runs of one signature (tool, category, message template, stop reason) in one scope and day."""
+
+    signature = models.CharField(max_length=16)
+    tool = models.CharField(max_length=200, blank=True)
+    category = models.CharField(max_length=12, blank=True)
+    template = models.CharField(max_length=300, blank=True)
+    stop_reason = models.CharField(max_length=20, blank=True)
+    runs = models.PositiveIntegerField(default=0)
+    example_run = models.ForeignKey(Run, null=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["signature", "day", "source", "scenario", "policy_name", "model_name"], name="patternday_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["day", "signature"], name="patternday_day_idx")]

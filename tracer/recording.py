@@ -19,12 +19,14 @@ HackSoft style: keyword-only typed arguments, ``<entity>_<action>`` names. Reads
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,6 +41,7 @@ from django.utils import timezone
 from agents.events import RunAborted, RunEnd, RunStart, StepEvent, model_retries
 from agents.redaction import NotJSON
 
+from . import diagnosis
 from .models import Experiment, Run, Step
 from .redaction import redact, redact_text, redactor
 
@@ -485,6 +488,8 @@ def _start_fields(*, run: Run, start: RunStart) -> dict[str, Any]:
     }
     if start.policy_settings:
         fields["policy_settings"] = _jsonable(start.policy_settings)
+    if start.tools:
+        fields["tools"] = _jsonable(start.tools)
     return fields
 
 
@@ -568,7 +573,36 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
         run.stop_reason = end.stop_reason
         run.verdict = verdict
         run.finished_at = now
+        _diagnose([run.pk])
     return bool(updated)
+
+
+# Runs ended while ``diagnosis_deferred`` is open, diagnosed together when it closes.
+_DEFERRED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("rlt_diagnosis_deferred", default=None)
+
+
+def _diagnose(run_ids: list[int]) -> None:
+    """Where every run's end is written: its findings (``tracer.diagnosis``), now or, inside
+    ``diagnosis_deferred``, with the others when it closes."""
+    waiting = _DEFERRED.get()
+    if waiting is not None:
+        waiting.extend(run_ids)
+    else:
+        diagnosis.runs_diagnose_safely(run_ids=run_ids)
+
+
+@contextmanager
+def diagnosis_deferred() -> Iterator[None]:
+    """Diagnose the runs that end inside this block together, once it is done (a request writing many
+    traces one by one diagnoses them in one go: a fixed number of statements, not a few per run)."""
+    waiting: list[int] = []
+    token = _DEFERRED.set(waiting)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+        if waiting:
+            diagnosis.runs_diagnose_safely(run_ids=list(dict.fromkeys(waiting)))
 
 
 @dataclass
@@ -628,6 +662,9 @@ def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
         values_insert(
             model=Step, rows=[v.row(run.pk) for run, values in zip(runs, prepared, strict=True) for v in values]
         )
+        ended = [record.run.pk for record in records if record.end is not None]
+        if ended:
+            _diagnose(ended)
     return runs
 
 
@@ -643,6 +680,7 @@ _REWRITTEN = (
     "model_backend",
     "model_name",
     "task",
+    "tools",
     "status",
     "stop_reason",
     "api_stop_reason",
@@ -692,6 +730,7 @@ def imported_run_rewrite(*, run_id: int, record: RunRecord) -> None:
         if len(stored) > kept:
             Step.objects.filter(run_id=run_id, index__gt=kept).delete()
         values_insert(model=Step, rows=[v.row(run_id) for v in values[kept:]])
+        _diagnose([run_id])
 
 
 def imported_run_reset(*, run: Run) -> None:

@@ -352,12 +352,17 @@ def test_a_trace_split_over_requests_keeps_the_steps_it_had_and_rewrites_only_wh
 
 
 @pytest.mark.django_db(transaction=True)  # each trace's own transaction, not one of the test's savepoints
-def test_receiving_takes_the_same_statements_whatever_the_steps_and_no_savepoint(client, sender):
+def test_receiving_takes_the_same_statements_whatever_the_steps_and_no_savepoint(client, sender, monkeypatch):
     """New traces are written together in a fixed number of statements per request, and a trace sent
     again in a fixed number per trace, however many spans and steps: multi-row writes in one
-    transaction, without a savepoint inside it."""
+    transaction, without a savepoint inside it. (Diagnosing the runs that ended, once per request,
+    has a test of its own in test_findings_stored.py; it is left out here.)"""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+
+    from tracer import diagnosis
+
+    monkeypatch.setattr(diagnosis, "runs_diagnose_safely", lambda run_ids: None)
 
     user, _, secret = sender
     runs = sorted((r for r in bench_runs(60) if r["stop_reason"] == "final_answer"), key=lambda r: len(r["steps"]))

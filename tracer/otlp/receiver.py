@@ -45,7 +45,14 @@ from agents.vocabulary import StepKind
 from .. import redaction
 from ..ingest import IngestError
 from ..models import OtlpSpanBatch, OtlpTrace, Run
-from ..recording import DATABASE_LOST, RunRecord, imported_run_rewrite, rows_insert, runs_record_many
+from ..recording import (
+    DATABASE_LOST,
+    RunRecord,
+    diagnosis_deferred,
+    imported_run_rewrite,
+    rows_insert,
+    runs_record_many,
+)
 from . import conventions
 from .wire import Span
 
@@ -251,6 +258,11 @@ def traces_record(*, unrecorded: list[Unrecorded], user) -> list[tuple[Unrecorde
     ``DATABASE_LOST`` is raised: those traces stay behind their spans, for the next request of each
     or the sweep.
     """
+    with diagnosis_deferred():  # the runs that ended, diagnosed together once all are written
+        return _traces_record(unrecorded=unrecorded, user=user)
+
+
+def _traces_record(*, unrecorded: list[Unrecorded], user) -> list[tuple[Unrecorded, str]]:
     failed: list[tuple[Unrecorded, str]] = []
     new = [u for u in unrecorded if u.new]
     alone = [u for u in unrecorded if not u.new]

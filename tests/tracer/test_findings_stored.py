@@ -1,0 +1,116 @@
+"""Findings stored when a run ends, whatever its source, with the rollups the Tools and Findings pages sum."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.diagnosis.kinds import RULE_SET
+from tracer import diagnosis, ingest
+from tracer.execution import run_execute
+from tracer.experiments import run_create
+from tracer.models import Finding, FindingDay, MessageTemplate, PatternDay, PolicyVariant, Run, TemplateDay, ToolDay
+
+pytestmark = pytest.mark.django_db
+
+
+def execute(scenario: str, policy: str) -> Run:
+    run = run_create(scenario=scenario, policy=PolicyVariant.objects.get(name=policy))
+    return run_execute(run_id=run.pk)
+
+
+def test_a_run_executed_here_stores_its_findings_when_it_ends_with_its_rule_set():
+    run = execute("refund-too-old", "starter")
+    run.refresh_from_db()
+    assert run.finding_kinds == "retried-refusal,vague-error" and run.rule_set == RULE_SET
+    found = list(run.findings.values_list("kind", "tool", "steps", "rule_set"))
+    assert found == [
+        ("retried-refusal", "process_refund", [1], RULE_SET),
+        ("vague-error", "process_refund", [1], RULE_SET),
+    ]
+    assert run.tools and run.tools[0]["name"] in ("lookup_orders", "process_refund")
+
+
+def test_the_tool_rollup_counts_calls_failures_by_category_retries_and_wasted_retries():
+    execute("refund-too-old", "starter")
+    execute("refund-too-old", "structured")
+    rows = {r.policy_name: r for r in ToolDay.objects.filter(tool="process_refund")}
+    assert (rows["starter"].calls, rows["starter"].failed, rows["starter"].failed_business) == (1, 1, 1)
+    assert (rows["starter"].retries, rows["starter"].wasted, rows["starter"].refusals_retried) == (2, 2, 1)
+    assert (rows["structured"].retries, rows["structured"].wasted) == (0, 0)
+    assert FindingDay.objects.get(kind="retried-refusal").findings == 1
+    assert MessageTemplate.objects.get(tool="process_refund", template="Error").score == 1
+    assert TemplateDay.objects.filter(template__template="Error").get().sent == 1
+    (pattern,) = PatternDay.objects.filter(policy_name="starter")
+    assert (pattern.tool, pattern.category, pattern.template) == ("process_refund", "business", "Error")
+
+
+def test_an_imported_run_is_diagnosed_from_what_it_carries():
+    document = {
+        "format": "rlt.run/1",
+        "run": {"model": "claude-haiku-4-5"},
+        "steps": [
+            {
+                "kind": "tool_use",
+                "tool_name": "process_refund",
+                "input": {"order_id": "0871"},
+                "attempts": [
+                    {"number": n, "ok": False, "category": "business", "retryable": False, "message": "Error"}
+                    for n in (1, 2, 3)
+                ],
+                "result_content": {"error": {"message": "Error"}},
+            },
+            {"kind": "final_answer", "text": "The system returned an error."},
+        ],
+    }
+    run = ingest.run_import(document=ingest.document_parse(data=document))
+    run.refresh_from_db()
+    assert run.finding_kinds == "retried-refusal,vague-error"
+
+
+def test_diagnosing_a_run_again_takes_back_what_it_added_first():
+    run = execute("stuck-model", "starter")
+    before = list(ToolDay.objects.values_list("calls", "failed", "wasted"))
+    diagnosis.runs_diagnose(run_ids=[run.pk])
+    assert list(ToolDay.objects.values_list("calls", "failed", "wasted")) == before
+    assert Finding.objects.filter(run=run).count() == 3
+
+
+def test_recompute_rebuilds_the_same_rollups_from_nothing():
+    for policy in ("starter", "structured"):
+        execute("lookup-empty", policy)
+        execute("refund-bad-id", policy)
+    tables = (ToolDay, FindingDay, PatternDay)
+    before = [sorted(m.objects.values_list(*[f.attname for f in m._meta.concrete_fields][1:])) for m in tables]
+    seen = []
+    assert diagnosis.findings_recompute(batch=2, progress=lambda done, total: seen.append((done, total))) == 4
+    after = [sorted(m.objects.values_list(*[f.attname for f in m._meta.concrete_fields][1:])) for m in tables]
+    assert after == before and seen == [(2, 4), (4, 4)]
+    assert Finding.objects.count() == 3  # starter: empty-as-error; retried-refusal, vague-error; structured: none
+
+
+def test_diagnosing_runs_together_takes_the_same_statements_for_two_runs_as_for_twelve():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    runs = [execute(s, p) for s in ("refund-too-old", "lookup-empty", "stuck-model") for p in ("starter", "message")]
+    runs += [execute(s, "starter") for s in ("refund-bad-id", "room-book-permission", "fatal-credentials")]
+    runs += [execute("refund-too-old", "starter") for _ in range(3)]
+    counts = []
+    for chosen in (runs[:2], runs):
+        with CaptureQueriesContext(connection) as seen:
+            diagnosis.runs_diagnose(run_ids=[r.pk for r in chosen])
+        counts.append(len(seen.captured_queries))
+    # every template already known, each rollup one multi-row statement: taking back (one UPDATE per
+    # rollup row) is what grows, so it is measured apart below
+    assert counts[1] - counts[0] == _take_back_rows(runs) - _take_back_rows(runs[:2])
+
+
+def _take_back_rows(runs) -> int:
+    from tracer.diagnosis import Contribution
+
+    total = 0
+    for run in runs:
+        run.refresh_from_db()
+        c = Contribution.from_dict(run.rolled_up)
+        total += len(c.tools) + len(c.findings) + len(c.templates) + bool(c.pattern)
+    return total

@@ -1,0 +1,566 @@
+"""Diagnosis stored: a run's findings written when it ends, with the rollups the Tools and Findings pages sum.
+
+``runs_diagnose`` is the one write: it reads each finished run as stored (its start, steps and end),
+runs ``agents.diagnosis`` on it, and in one transaction replaces its ``Finding`` rows, takes back what
+an earlier diagnosis of it added to the rollups (``Run.rolled_up``) and adds what this one finds:
+per tool and day (``ToolDay``: calls, failures by category, retries, repeats, wasted retries and
+their tokens, the outcomes of second and third tries), per kind and day (``FindingDay``), per message
+template (``MessageTemplate``, ``TemplateDay``) and, for a failing run, its signature (``PatternDay``).
+Every rollup row is keyed by the day the run was created (the runs list's dates) and the runs list's
+scope (source, scenario, policy, model), so a page sums a few rows per tool and day whatever the
+number of runs.
+``tracer.recording`` calls it wherever a run ends (``run_finish``, ``runs_record_many``,
+``imported_run_rewrite``); ``findings_recompute`` rebuilds everything after a rule change.
+
+A failing run is one its judge failed, or, unjudged, one that ended other than with a final answer or
+whose last tool call failed: its signature is that last failed call's tool, category and message
+template, and the run's stop reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from agents.diagnosis import lint
+from agents.diagnosis.calls import Call, Trace, failure_of, trace_read
+from agents.diagnosis.kinds import RULE_SET
+from agents.diagnosis.rules import REFUSALS, RULES, Finding, price_findings
+from agents.events import Attempt, RunEnd, RunStart, StepEvent, Verdict
+from agents.vocabulary import ErrorCategory, StopReason
+
+from .models import Finding as FindingRow
+from .models import FindingDay, MessageTemplate, PatternDay, Run, Step, TemplateDay, ToolDay
+
+logger = logging.getLogger(__name__)
+SCOPE = ("day", "source", "scenario", "policy_name", "model_name")
+TOOL_COUNTS = tuple(f.name for f in ToolDay._meta.concrete_fields if f.get_internal_type() == "PositiveIntegerField")
+FINDING_COUNTS = ("findings", "runs", "wasted_calls", "wasted_input_tokens", "wasted_output_tokens")
+_RUN_FIELDS = (
+    "id",
+    "source",
+    "scenario",
+    "policy_name",
+    "policy_settings",
+    "model_backend",
+    "model_name",
+    "task",
+    "tools",
+    "status",
+    "stop_reason",
+    "verdict",
+    "verdict_reason",
+    "final_answer",
+    "error",
+    "guard",
+    "transcript",
+    "created_at",
+    "started_at",
+    "rolled_up",
+)
+_STEP_FIELDS = (
+    "run_id",
+    "index",
+    "kind",
+    "tool_name",
+    "tool_use_id",
+    "input",
+    "attempts",
+    "result_content",
+    "is_error",
+    "category",
+    "retryable",
+    "retry_count",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "text",
+    "api_stop_reason",
+)
+
+
+@dataclass
+class Stored:
+    """A finished run as diagnosis reads it: its scope and its start, steps and end as the loop's events."""
+
+    run_id: int
+    scope: tuple[Any, ...]  # (day, source, scenario, policy_name, model_name)
+    created_at: Any
+    start: RunStart
+    steps: list[StepEvent]
+    end: RunEnd
+    verdict: str
+    rolled_up: dict[str, Any]
+    finished: bool
+
+
+def _step_event(row: dict[str, Any]) -> StepEvent:
+    return StepEvent(
+        index=row["index"],
+        kind=row["kind"],
+        tool_name=row["tool_name"] or None,
+        tool_use_id=row["tool_use_id"] or None,
+        input=row["input"],
+        attempts=[Attempt.from_dict(a) for a in row["attempts"] or [] if isinstance(a, dict)],
+        result_content=row["result_content"],
+        is_error=row["is_error"],
+        category=row["category"] or None,
+        retryable=row["retryable"],
+        retry_count=row["retry_count"],
+        latency_ms=row["latency_ms"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        text=row["text"] or None,
+        api_stop_reason=row["api_stop_reason"] or None,
+    )
+
+
+def _day(row: dict[str, Any]) -> date:
+    """A run's day, as the runs list's date filters read it: the day it was created (UTC)."""
+    return row["created_at"].date()
+
+
+def runs_stored(run_ids: Sequence[int]) -> list[Stored]:
+    """The runs ``run_ids``, read in two queries (their rows, then all their steps)."""
+    rows = list(Run.objects.filter(pk__in=list(run_ids)).values(*_RUN_FIELDS))
+    steps: dict[int, list[StepEvent]] = defaultdict(list)
+    for step in (
+        Step.objects.filter(run_id__in=[r["id"] for r in rows]).order_by("run_id", "index").values(*_STEP_FIELDS)
+    ):
+        steps[step["run_id"]].append(_step_event(step))
+    out = []
+    for row in rows:
+        start = RunStart(
+            scenario=row["scenario"],
+            policy_name=row["policy_name"],
+            policy_settings=row["policy_settings"] or {},
+            model_backend=row["model_backend"],
+            model_name=row["model_name"],
+            task=row["task"],
+            tools=row["tools"] or [],
+        )
+        verdict = Verdict(row["verdict"] == Run.Verdict.PASS, row["verdict_reason"]) if row["verdict"] else None
+        end = RunEnd(
+            stop_reason=row["stop_reason"],
+            final_answer=row["final_answer"],
+            verdict=verdict,
+            error=row["error"],
+            guard=row["guard"],
+            transcript=row["transcript"] or [],
+        )
+        scope = (_day(row), row["source"], row["scenario"], row["policy_name"], row["model_name"])
+        out.append(
+            Stored(
+                row["id"],
+                scope,
+                row["created_at"],
+                start,
+                steps[row["id"]],
+                end,
+                row["verdict"],
+                row["rolled_up"],
+                row["status"] == Run.Status.FINISHED,
+            )
+        )
+    return out
+
+
+# --- what one run adds ------------------------------------------------------------------------------
+
+
+@dataclass
+class Contribution:
+    """What one run's diagnosis adds to the rollups, keyed as the rows are (scope left out: the run's)."""
+
+    tools: dict[str, dict[str, int]] = field(default_factory=dict)  # tool -> ToolDay counts
+    findings: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)  # (kind, tool) -> counts
+    templates: dict[str, int] = field(default_factory=dict)  # template key -> times sent
+    pattern: dict[str, str] | None = None  # the failing run's signature row
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tools": self.tools,
+            "findings": [[k, t, counts] for (k, t), counts in self.findings.items()],
+            "templates": self.templates,
+            "pattern": self.pattern,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Contribution:
+        if not data:
+            return cls()
+        return cls(
+            tools=data.get("tools") or {},
+            findings={(k, t): counts for k, t, counts in data.get("findings") or []},
+            templates=data.get("templates") or {},
+            pattern=data.get("pattern"),
+        )
+
+
+@dataclass
+class TemplateSeen:
+    """A message template's first sighting, for its ``MessageTemplate`` row."""
+
+    key: str
+    tool: str
+    template: str
+    example: str
+    run_id: int
+    step: int
+    category: str
+    scored: lint.Lint
+    rewrite: str
+
+
+def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for call in trace.calls:
+        c = counts.setdefault(call.tool, dict.fromkeys(TOOL_COUNTS, 0))
+        c["calls"] += 1
+        c["retries"] += call.harness_retries
+        if call.repeat_of is not None:
+            c["repeats"] += 1
+        first = call.attempts[0]
+        if first.ok and first.empty:
+            c["empty"] += 1
+        if (call.sent_error and call.delivered) or (not call.delivered and not call.attempts[-1].ok):
+            c["failed"] += 1
+            f = failure_of(call.attempts[-1], sent=call.sent)
+            c[f"failed_{f.category}" if f.category in set(ErrorCategory) else "failed_unknown"] += 1
+        # retries and repeats after a failure no retry can fix, or after nothing found
+        tries = list(call.attempts)
+        if call.repeat_of is not None:
+            before = call.repeat_of.attempts[-1]
+            tries = [before, *tries]
+        wasted_here = 0
+        for previous in tries[:-1]:  # each try after one that no retry could change is wasted
+            if (previous.ok and previous.empty) or (not previous.ok and _no_retry_helps(failure_of(previous))):
+                wasted_here += 1
+        c["wasted"] += wasted_here
+        if call.repeat_of is not None and wasted_here:
+            c["wasted_input_tokens"] += call.tokens[0]
+            c["wasted_output_tokens"] += call.tokens[1]
+        if not first.ok:
+            f0 = failure_of(first)
+            if f0.category in REFUSALS:
+                c["refusals"] += 1
+                if len(call.attempts) > 1:
+                    c["refusals_retried"] += 1
+            if f0.category == ErrorCategory.TRANSIENT:
+                c["transient_first"] += 1
+                if len(call.attempts) > 1:
+                    c["second_tries"] += 1
+                    c["second_ok"] += int(call.attempts[1].ok)
+                if len(call.attempts) > 2:
+                    c["third_tries"] += 1
+                    c["third_ok"] += int(call.attempts[2].ok)
+    for c in counts.values():
+        c["runs"] = 1
+    return counts
+
+
+def _no_retry_helps(f) -> bool:
+    return f.category in REFUSALS or f.category == ErrorCategory.FATAL or f.retryable is False or f.empty
+
+
+def _failing(stored: Stored, trace: Trace) -> bool:
+    if stored.verdict:
+        return stored.verdict == Run.Verdict.FAIL
+    if stored.end.stop_reason and stored.end.stop_reason != StopReason.FINAL_ANSWER:
+        return True
+    return bool(trace.calls) and trace.calls[-1].sent_error
+
+
+def _signature(stored: Stored, trace: Trace) -> dict[str, str]:
+    failed: Call | None = next((c for c in reversed(trace.calls) if c.sent_error or not c.delivered), None)
+    tool = category = tpl = ""
+    if failed is not None:
+        tool = failed.tool
+        f = failure_of(failed.attempts[-1], sent=failed.sent)
+        category = f.category or ""
+        text = failed.sent_text or (failed.attempts[-1].message or "")
+        tpl = lint.template(text)
+    stop = stored.end.stop_reason or ""
+    key = hashlib.sha1("\x1f".join((tool, category, tpl, stop)).encode()).hexdigest()[:16]
+    return {"signature": key, "tool": tool, "category": category, "template": tpl, "stop_reason": stop}
+
+
+def diagnose_stored(stored: Stored) -> tuple[list[Finding], Contribution, list[TemplateSeen]]:
+    """One stored run's findings, its contribution to the rollups and the message templates it sent;
+    nothing for a run that has not ended (a trace written again as running)."""
+    if not stored.finished:
+        return [], Contribution(), []
+    trace = trace_read(start=stored.start, steps=stored.steps, end=stored.end)
+    findings: list[Finding] = []
+    for _, rule in RULES:
+        findings += rule(trace)
+    findings.sort(key=lambda f: (f.steps[0] if f.steps else 0, f.kind))
+    price_findings(findings, model=stored.start.model_name, on=stored.scope[0])
+    contribution = Contribution(tools=_tool_counts(trace))
+    for f in findings:
+        counts = contribution.findings.setdefault((f.kind, f.tool), dict.fromkeys(FINDING_COUNTS, 0))
+        counts["findings"] += 1
+        counts["runs"] = 1
+        counts["wasted_calls"] += f.wasted_calls
+        counts["wasted_input_tokens"] += f.wasted_input_tokens
+        counts["wasted_output_tokens"] += f.wasted_output_tokens
+    seen: list[TemplateSeen] = []
+    for call in trace.calls:
+        if not (call.delivered and call.sent_error) or call.attempts[-1].ok:
+            continue
+        key = lint.template_key(call.tool, call.sent_text)
+        if key not in contribution.templates:
+            scored = lint.lint(call.sent_text, call_input=call.input, schema=trace.schema(call.tool))
+            f = failure_of(call.attempts[-1], sent=call.sent)
+            known = call.attempts[-1].message if call.attempts[-1].message != call.sent_text else None
+            suggested = lint.rewrite(
+                tool=call.tool,
+                call_input=call.input,
+                schema=trace.schema(call.tool),
+                category=f.category,
+                sent=call.sent_text,
+                known=known,
+            )
+            seen.append(
+                TemplateSeen(
+                    key,
+                    call.tool,
+                    lint.template(call.sent_text),
+                    call.sent_text[:2000],
+                    stored.run_id,
+                    call.step,
+                    f.category or "",
+                    scored,
+                    suggested.message,
+                )
+            )
+        contribution.templates[key] = contribution.templates.get(key, 0) + 1
+    if _failing(stored, trace):
+        contribution.pattern = _signature(stored, trace)
+    return findings, contribution, seen
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _upsert(table: str, keys: Sequence[str], counts: Sequence[str], rows: list[tuple], extra: Sequence[str] = ()):
+    """Add ``rows`` (key values, then counts, then ``extra`` columns kept from the first insert) to
+    ``table``: one ``INSERT … ON CONFLICT DO UPDATE`` adding the counts, on either database."""
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    columns = [*keys, *counts, *extra]
+    head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    tail = f" ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET " + ", ".join(
+        f"{quote(c)} = {quote(table)}.{quote(c)} + excluded.{quote(c)}" for c in counts
+    )
+    size = max(1, 900 // len(columns))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            cursor.execute(head + ", ".join([one] * len(chunk)) + tail, [v for row in chunk for v in row])
+
+
+def _subtract(model, keys: dict[str, Any], counts: dict[str, int]) -> None:
+    model.objects.filter(**keys).update(**{name: F(name) - value for name, value in counts.items() if value})
+
+
+def _take_back(stored: Stored, old: Contribution, template_ids: dict[str, int]) -> None:
+    scope = dict(zip(SCOPE, stored.scope, strict=True))
+    for tool, counts in old.tools.items():
+        _subtract(ToolDay, {**scope, "tool": tool}, counts)
+    for (kind, tool), counts in old.findings.items():
+        _subtract(FindingDay, {**scope, "kind": kind, "tool": tool}, counts)
+    for key, sent in old.templates.items():
+        if key in template_ids:
+            _subtract(TemplateDay, {**scope, "template_id": template_ids[key]}, {"sent": sent})
+    if old.pattern:
+        _subtract(PatternDay, {**scope, "signature": old.pattern["signature"]}, {"runs": 1})
+
+
+def _templates_write(seen: Iterable[TemplateSeen]) -> dict[str, int]:
+    """Create the ``MessageTemplate`` rows not yet known; the ids of every key seen."""
+    firsts: dict[str, TemplateSeen] = {}
+    for s in seen:
+        firsts.setdefault(s.key, s)
+    if not firsts:
+        return {}
+    known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
+    new = [
+        MessageTemplate(
+            key=s.key,
+            tool=s.tool[:200],
+            template=s.template,
+            example=s.example,
+            example_run_id=s.run_id,
+            example_step=s.step,
+            category=s.category,
+            what=s.scored.what,
+            why=s.scored.why,
+            instead=s.scored.instead,
+            internals=", ".join(w for w, _ in s.scored.internals)[:200],
+            score=s.scored.score,
+            rewrite=s.rewrite,
+        )
+        for key, s in firsts.items()
+        if key not in known
+    ]
+    if new:
+        MessageTemplate.objects.bulk_create(new, ignore_conflicts=True)
+        known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
+    return known
+
+
+def _finding_row(stored: Stored, f: Finding, position: int) -> FindingRow:
+    _, source, scenario, policy_name, model_name = stored.scope
+    return FindingRow(
+        run_id=stored.run_id,
+        kind=f.kind,
+        tool=f.tool[:200],
+        steps=f.steps,
+        message=f.message,
+        evidence=f.evidence,
+        fix=f.fix,
+        setting=f.setting,
+        rewrite=f.rewrite or "",
+        basis=f.basis,
+        template=f.template[:300],
+        wasted_calls=f.wasted_calls,
+        wasted_input_tokens=f.wasted_input_tokens,
+        wasted_output_tokens=f.wasted_output_tokens,
+        wasted_ms=f.wasted_ms,
+        rule_set=RULE_SET,
+        position=position,
+        run_created_at=stored.created_at,
+        source=source,
+        scenario=scenario,
+        policy_name=policy_name,
+        model_name=model_name,
+    )
+
+
+def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
+    """Diagnose these runs and store what was found, in one transaction (a savepoint inside the
+    caller's); the number diagnosed. A run that has not ended gets nothing, and loses what an earlier
+    diagnosis of it stored. ``fresh``: the rollups were emptied (a recompute), so nothing is taken back."""
+    stored = runs_stored(run_ids)
+    if not stored:
+        return 0
+    results = [diagnose_stored(s) for s in stored]
+    tool_rows: dict[tuple, dict[str, int]] = {}
+    finding_rows: dict[tuple, dict[str, int]] = {}
+    template_rows: dict[tuple, int] = {}
+    pattern_rows: dict[tuple, list] = {}
+    rows: list[FindingRow] = []
+    seen: list[TemplateSeen] = []
+    for s, (findings, contribution, templates) in zip(stored, results, strict=True):
+        rows += [_finding_row(s, f, k) for k, f in enumerate(findings)]
+        seen += templates
+        for tool, counts in contribution.tools.items():
+            total = tool_rows.setdefault((tool[:200], *s.scope), dict.fromkeys(TOOL_COUNTS, 0))
+            for name, value in counts.items():
+                total[name] += value
+        for (kind, tool), counts in contribution.findings.items():
+            total = finding_rows.setdefault((kind, tool[:200], *s.scope), dict.fromkeys(FINDING_COUNTS, 0))
+            for name, value in counts.items():
+                total[name] += value
+        for key, sent in contribution.templates.items():
+            template_rows[(key, *s.scope)] = template_rows.get((key, *s.scope), 0) + sent
+        if contribution.pattern:
+            p = contribution.pattern
+            row = pattern_rows.setdefault((p["signature"], *s.scope), [p, 0, s.run_id])
+            row[1] += 1
+    # no savepoint inside a caller's transaction: what could fail (the rules) has run before this
+    with transaction.atomic(savepoint=False):
+        template_ids = _templates_write(seen)
+        if not fresh:
+            old = [(s, Contribution.from_dict(s.rolled_up)) for s in stored if s.rolled_up]
+            if old:
+                keys = {k for _, c in old for k in c.templates}
+                template_ids.update(MessageTemplate.objects.filter(key__in=list(keys)).values_list("key", "id"))
+                for s, contribution in old:
+                    _take_back(s, contribution, template_ids)
+            FindingRow.objects.filter(run_id__in=[s.run_id for s in stored]).delete()
+        FindingRow.objects.bulk_create(rows)
+        _upsert(
+            ToolDay._meta.db_table,
+            ("tool", *SCOPE),
+            TOOL_COUNTS,
+            [(*key, *(counts[c] for c in TOOL_COUNTS)) for key, counts in tool_rows.items()],
+        )
+        _upsert(
+            FindingDay._meta.db_table,
+            ("kind", "tool", *SCOPE),
+            FINDING_COUNTS,
+            [(*key, *(counts[c] for c in FINDING_COUNTS)) for key, counts in finding_rows.items()],
+        )
+        _upsert(
+            TemplateDay._meta.db_table,
+            ("template_id", *SCOPE),
+            ("sent",),
+            [(template_ids[key[0]], *key[1:], sent) for key, sent in template_rows.items() if key[0] in template_ids],
+        )
+        _upsert(
+            PatternDay._meta.db_table,
+            ("signature", *SCOPE),
+            ("runs",),
+            [
+                (key[0], *key[1:], n, p["tool"][:200], p["category"], p["template"], p["stop_reason"], example)
+                for key, (p, n, example) in pattern_rows.items()
+            ],
+            extra=("tool", "category", "template", "stop_reason", "example_run_id"),
+        )
+        _runs_mark(stored, results)
+    return sum(1 for s in stored if s.finished)
+
+
+def _runs_mark(stored: Sequence[Stored], results) -> None:
+    """Each run's finding kinds, rule set and contribution, in one UPDATE for all (500 at a time)."""
+    runs = [
+        Run(
+            pk=s.run_id,
+            finding_kinds=",".join(dict.fromkeys(f.kind for f in findings))[:400],
+            rule_set=RULE_SET if s.finished else "",
+            rolled_up=contribution.to_dict() if s.finished else {},
+        )
+        for s, (findings, contribution, _) in zip(stored, results, strict=True)
+    ]
+    Run.objects.bulk_update(runs, ["finding_kinds", "rule_set", "rolled_up"], batch_size=500)
+
+
+def rollups_clear() -> None:
+    """Empty every finding and rollup (``findings_recompute`` rebuilds them)."""
+    for model in (FindingRow, ToolDay, FindingDay, TemplateDay, PatternDay, MessageTemplate):
+        model.objects.all().delete()
+    Run.objects.exclude(rule_set="").update(finding_kinds="", rule_set="", rolled_up={})
+
+
+def findings_recompute(*, batch: int = 500, progress: Callable[[int, int], None] | None = None) -> int:
+    """Diagnose every finished run again with this rule set, rebuilding every rollup from nothing;
+    ``progress(done, total)`` after each batch. The number of runs diagnosed."""
+    ids = list(Run.objects.filter(status=Run.Status.FINISHED).order_by("id").values_list("id", flat=True))
+    rollups_clear()
+    done = 0
+    for start in range(0, len(ids), batch):
+        done += runs_diagnose(run_ids=ids[start : start + batch], fresh=True)
+        if progress is not None:
+            progress(start + len(ids[start : start + batch]), len(ids))
+    return done
+
+
+def runs_diagnose_safely(*, run_ids: Sequence[int]) -> None:
+    """``runs_diagnose`` where a run ends: a failure of diagnosis is logged and never stops the run's
+    end or its import (the run keeps no findings until ``manage.py findings --recompute``)."""
+    try:
+        runs_diagnose(run_ids=run_ids)
+    except Exception:
+        logger.exception("diagnosis of runs %s failed; their findings are missing until a recompute", list(run_ids))
