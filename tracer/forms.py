@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from agents.diagnosis.kinds import KINDS
 from agents.policies import PRESETS, RETRY_FLAG_PATHS
 from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
@@ -97,6 +98,9 @@ class RunFilterForm(forms.Form):
         choices=[*BLANK, ("yes", "reviewed"), ("no", "not reviewed"), ("overridden", "verdict overridden")],
     )
     tag = forms.ChoiceField(required=False, label="tag")
+    finding = forms.ChoiceField(
+        required=False, label="finding", choices=BLANK + [(k.key, f"{k.key}: {k.title}") for k in KINDS]
+    )
     experiment = IdField(required=False, label="experiment", of="an experiment", widget=forms.Select)
     # the column the list is sorted by (its headers' links set it; a filter keeps it)
     sort = forms.ChoiceField(

@@ -40,6 +40,7 @@ from .forms import (
 )
 from .models import ApiToken, Run, StopReview
 from .reads import common, compare_page, compare_picker, experiment_page, matrix, run_page, runs_list, stops_page
+from .reads import findings as findings_reads
 
 RUNS_PER_PAGE = 50
 STOPS_PER_PAGE = 20
@@ -150,8 +151,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context = {"run": run, "waterfall": run_page.run_waterfall(run=run)}
         return render(request, "tracer/run_detail.html#run-waterfall", context)
     window = run_page.step_window_first(run=run, at=common.index_or_zero(request.GET.get("at")))
+    findings = findings_reads.run_findings(run=run)
     context = {
         "run": run,
+        "findings": findings,
+        "findings_by_step": findings_reads.findings_by_step(findings),
         "window": window,
         "last_index": window.last_index,
         "guard_errors": run_page.run_guard_errors(run=run),
@@ -177,7 +181,12 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         window = run_page.step_window(
             run=run, after=after, before=before, at=common.index_or_zero(request.GET.get("at"))
         )
-        context = {"run": run, "window": window, "sub_agents": run_page.run_sub_agents(run=run)}
+        context = {
+            "run": run,
+            "window": window,
+            "sub_agents": run_page.run_sub_agents(run=run),
+            "findings_by_step": findings_reads.findings_by_step(findings_reads.run_findings(run=run)),
+        }
         return render(request, "tracer/run_detail.html#step-window", context)
     window = run_page.step_window_new(run=run, after=after)
     context = {

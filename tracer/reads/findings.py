@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_date, parse_datetime
 
-from agents.diagnosis.kinds import KEYS
+from agents.diagnosis.kinds import BY_KEY, KEYS
 from agents.prices import format_money, price
 
 from ..models import Finding, Run, ToolDay
@@ -130,6 +130,42 @@ def finding_json(f: Finding) -> dict[str, Any]:
     }
 
 
-def run_findings(*, run: Run) -> list[Finding]:
-    """A run's findings in its order (one query)."""
-    return list(run.findings.order_by("position"))
+@dataclass
+class RunFinding:
+    """A stored finding as the run page's panel shows it: the row, its title, lesson and priced cost."""
+
+    row: Finding
+    title: str
+    lesson: str
+    why: str
+    cost: str
+    price_basis: str
+
+
+def run_findings(*, run: Run) -> list[RunFinding]:
+    """A run's findings in its order (one query), each with its kind's words and its cost."""
+    out = []
+    for f in run.findings.order_by("position"):
+        kind = BY_KEY.get(f.kind)
+        cost, basis = finding_cost(f)
+        out.append(
+            RunFinding(
+                f,
+                kind.title if kind else f.kind,
+                kind.lesson if kind else "",
+                kind.why if kind else "",
+                format_money(cost) if (f.wasted_input_tokens or f.wasted_output_tokens) else "",
+                basis,
+            )
+        )
+    return out
+
+
+def findings_by_step(findings: list[RunFinding]) -> dict[int, list[tuple[int, str]]]:
+    """For the timeline's markers: each step index, the (position, kind) of the findings citing it."""
+    by_step: dict[int, list[tuple[int, str]]] = {}
+    for f in findings:
+        for index in f.row.steps or []:
+            if isinstance(index, int):
+                by_step.setdefault(index, []).append((f.row.position, f.row.kind))
+    return by_step

@@ -14,7 +14,7 @@ from django.db.models import (
 )
 
 from .. import search
-from ..models import Run, StopReview
+from ..models import Finding, Run, StopReview
 from .common import index_or_zero
 
 
@@ -40,6 +40,7 @@ class RunRow(NamedTuple):
     wasted_retry_count: int
     created_at: datetime
     started_at: datetime | None
+    finding_kinds: str  # its findings' kinds, comma-separated (tracer/diagnosis.py)
     review: StopReview | None
 
     @property
@@ -72,6 +73,8 @@ def run_list(*, filters: dict[str, Any] | None = None, sort: str = "") -> QueryS
     for key in ("scenario", "policy_name", "model_backend", "source", "status", "stop_reason", "experiment_id"):
         if key in f:
             qs = qs.filter(**{key: f[key]})
+    if "finding" in f:  # runs with a finding of this kind, through the findings' (kind, created) index
+        qs = qs.filter(pk__in=Finding.objects.filter(kind=f["finding"]).values("run_id"))
     if "verdict" in f:
         qs = qs.filter(verdict="" if f["verdict"] == "unknown" else f["verdict"])
     for key, column in (("min_steps", "step_count"), ("min_errors", "error_count"), ("min_retries", "retry_count")):

@@ -83,6 +83,8 @@ class StepPage:
         self.imported = run.is_imported
         self.by_step = getattr(sub_agents, "by_step", None) or {}
         self.run_url = _run_url(get_script_prefix())
+        # the run's findings that cite each step (reads.findings.findings_by_step): marked on the step
+        self.findings = context.get("findings_by_step") or {}
 
     @classmethod
     def of(cls, context: template.Context) -> StepPage:
@@ -130,6 +132,8 @@ def step_item(step: Any, page: StepPage) -> str:
     if step.api_stop_reason:
         meta += f" · stop_reason {e(step.api_stop_reason)}"
     head.append(f'<span class="meta">{meta}</span>')
+    for position, finding_kind in page.findings.get(index, ()):
+        head.append(f'<a class="badge finding" href="#finding-{int(position)}">{e(finding_kind)}</a>')
 
     body = [model_call(step.model_attempts)] if step.model_attempts else []
     said = f'<p class="said"><span class="muted">Model:</span> {e(step.text)}</p>' if step.text else ""
@@ -164,6 +168,8 @@ def step_item(step: Any, page: StepPage) -> str:
     if children:
         body.append(sub_agents_of_step(index, children, run_url=page.run_url))
     error = " is-error" if step.is_error else ""
+    if index in page.findings:
+        error += " has-finding"
     return (  # every value from the step above is escaped, an int or a formatted number
         f'<li class="step {e(kind)}{error}" id="step-{index}">\n<div class="step-head">\n'
         + "\n".join(head)

@@ -359,6 +359,11 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
         started = started.astimezone(tz)
     when = f"{started:%b} {started.day}, {started:%H:%M:%S}" if started else ""
     answer = run.final_answer or ""
+    findings = " ".join(
+        f'<span class="badge finding">{e(kind)}</span>'
+        for kind in (getattr(run, "finding_kinds", "") or "").split(",")
+        if kind
+    )
     pk = int(run.pk)
     status = e(run.status)
     active, swap = ("active" if run.is_active else ""), (' hx-swap-oob="true"' if oob else "")
@@ -372,7 +377,7 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
         f'<td><span class="status {status}">{status}</span></td>'
         f'<td class="num">{int(run.step_count)}</td><td class="num">{int(run.error_count)}</td>'
         f'<td class="num">{int(run.retry_count)}{wasted}</td>'
-        f'<td>{stop}</td><td>{verdict}</td><td class="nowrap">{when}</td>'
+        f'<td>{stop}</td><td>{verdict}</td><td class="findings-cell">{findings}</td><td class="nowrap">{when}</td>'
         f'<td class="excerpt"><span title="{e(_cut(answer, 400))}">{e(_cut(answer, 160))}</span></td></tr>'
     )
 
