@@ -14,8 +14,8 @@ import re
 import threading
 import time
 
-import pytest
 import httpx2
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
