@@ -288,12 +288,21 @@ RLT_SWEEP_S = float(os.environ.get("RLT_SWEEP_S") or 15)
 RLT_RESEND_AFTER_S = float(os.environ.get("RLT_RESEND_AFTER_S") or 30)
 RLT_QUEUED_GIVE_UP_S = float(os.environ.get("RLT_QUEUED_GIVE_UP_S") or 3600)
 RLT_OUTSIDE_IDLE_S = float(os.environ.get("RLT_OUTSIDE_IDLE_S") or 3600)
+# Retention (tracer/retention.py): days runs are kept, in all (``90``) or per source (``otlp=7,90``);
+# unset keeps every run. Beat applies it every RLT_RETENTION_EVERY_S, in batches.
+RLT_RETENTION_DAYS = os.environ.get("RLT_RETENTION_DAYS", "")
+RLT_RETENTION_EVERY_S = float(os.environ.get("RLT_RETENTION_EVERY_S") or 3600)
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {
         "task": "tracer.tasks.runs_sweep_task",
         "schedule": RLT_SWEEP_S,
         # a sweep nobody took in time is dropped, not piled up behind the next one
         "options": {"expires": RLT_SWEEP_S},
+    },
+    "runs-purge": {
+        "task": "tracer.tasks.runs_purge_task",
+        "schedule": RLT_RETENTION_EVERY_S,
+        "options": {"expires": RLT_RETENTION_EVERY_S},
     },
 }
 

@@ -1,6 +1,7 @@
-"""The Django admin. Recorded history is evidence: runs and their steps are read-only here, and an
-experiment (with its runs) is deleted only by a superuser, after Django's confirmation page, with a
-LogEntry and a log line. Stop reviews may be edited."""
+"""The Django admin. Recorded history is evidence: runs, their steps and experiments are read-only
+here and never deleted; a superuser archives an experiment (kept, hidden from the default views) with a
+LogEntry and a log line, and only retention removes runs (tracer/retention.py). Stop reviews may be
+edited."""
 
 import logging
 
@@ -8,6 +9,7 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.db import models
+from django.utils import timezone
 
 from .forms import BoundedJSONField
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
@@ -42,9 +44,19 @@ class PolicyVariantAdmin(admin.ModelAdmin):
 
 @admin.register(Experiment)
 class ExperimentAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "model_backend", "repeats", "finished_runs", "total_runs", "created_at")
-    list_filter = ("model_backend",)
+    list_display = (
+        "id",
+        "name",
+        "model_backend",
+        "repeats",
+        "finished_runs",
+        "total_runs",
+        "created_at",
+        "archived_at",
+    )
+    list_filter = ("model_backend", ("archived_at", admin.EmptyFieldListFilter))
     list_select_related = ("created_by",)
+    actions = ["archive", "unarchive"]
 
     def has_add_permission(self, request):
         return False  # experiments are launched from the dashboard, which queues their runs
@@ -53,34 +65,30 @@ class ExperimentAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None):
+        return False  # recorded history is evidence: archive it; retention removes old runs (tracer/retention.py)
+
+    def has_archive_permission(self, request):
         return request.user.is_active and request.user.is_superuser
 
-    def get_deleted_objects(self, objs, request):
-        """The confirmation page lists the runs and steps that go with the experiment; a superuser may
-        delete them that way even though runs cannot be deleted on their own."""
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        if self.has_delete_permission(request):
-            perms_needed = set()
-        return deleted, counts, perms_needed, protected
+    @admin.action(
+        description="Archive the selected experiments (kept, hidden from the default views)", permissions=["archive"]
+    )
+    def archive(self, request, queryset):
+        self._archive(request, queryset.filter(archived_at__isnull=True), timezone.now(), "archived")
 
-    def delete_model(self, request, obj):
-        _log_experiment_deletion(request, [obj])
-        super().delete_model(request, obj)
+    @admin.action(description="Bring the selected experiments back from the archive", permissions=["archive"])
+    def unarchive(self, request, queryset):
+        self._archive(request, queryset.filter(archived_at__isnull=False), None, "brought back")
 
-    def delete_queryset(self, request, queryset):
-        _log_experiment_deletion(request, list(queryset))
-        super().delete_queryset(request, queryset)
-
-
-def _log_experiment_deletion(request, experiments) -> None:
-    for experiment in experiments:
-        logger.warning(
-            "experiment %s (%r, %s runs) deleted with its runs and steps by %s",
-            experiment.pk,
-            experiment.name,
-            experiment.runs.count(),
-            request.user.get_username(),
-        )
+    def _archive(self, request, queryset, when, what: str) -> None:
+        experiments = list(queryset)
+        Experiment.objects.filter(pk__in=[e.pk for e in experiments]).update(archived_at=when)
+        for experiment in experiments:
+            self.log_change(request, experiment, f"{what.capitalize()}.")
+            logger.warning(
+                "experiment %s (%r) %s by %s", experiment.pk, experiment.name, what, request.user.get_username()
+            )
+        self.message_user(request, f"{len(experiments)} experiment(s) {what}; their runs are kept.")
 
 
 class StepInline(ReadOnly, admin.TabularInline):

@@ -17,6 +17,14 @@ class TracerConfig(AppConfig):
         except PackError as exc:
             raise ImproperlyConfigured(str(exc)) from None
 
+        # A retention rule that cannot be read stops every process at start, named.
+        from .retention import RetentionError, retention_rules
+
+        try:
+            retention_rules()
+        except RetentionError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
+
         # An id too large for any column matches no row in `in`, as in `exact`, on SQLite too.
         from django.db.models import IntegerField
 

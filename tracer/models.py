@@ -67,9 +67,18 @@ class Experiment(models.Model):
     step_delay_s = models.FloatField(null=True, blank=True)
     created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Archived (the admin's action): its runs are kept, out of the runs list, the matrix, the stop
+    # queue and the pickers unless it is asked for by name. Nothing deletes an experiment but retention.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
+        # the few archived ones, which every default view leaves out (reads.common.not_archived)
+        indexes = [
+            models.Index(
+                fields=["archived_at"], condition=models.Q(archived_at__isnull=False), name="experiment_archived_idx"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name or f"experiment {self.pk}"

@@ -13,6 +13,7 @@ import kombu.exceptions
 import redis.exceptions
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from . import delivery, execution
@@ -59,6 +60,24 @@ def runs_sweep_task() -> None:
     changes = (report.interrupted, report.resent, report.given_up, report.orphans_ended, report.otlp_written)
     if any(changes) or report.idle_outside_ended:
         logger.warning("sweep: %s", report)
+
+
+@shared_task(name="tracer.tasks.runs_purge_task", ignore_result=True)
+def runs_purge_task() -> None:
+    """Remove the runs ``RLT_RETENTION_DAYS`` says have expired (``retention.runs_purge``), in batches,
+    for at most half the time until the next purge; logs what went. Sent by beat every
+    ``RLT_RETENTION_EVERY_S``; nothing to do when no rule is set."""
+    from . import retention
+
+    if not retention.retention_rules():
+        return
+    report = retention.runs_purge(budget_s=settings.RLT_RETENTION_EVERY_S / 2, pause_s=PURGE_PAUSE_S)
+    if report.batches:
+        logger.warning("%s", report.summary())
+
+
+# Seconds the purge waits between its batches, so writers waiting on SQLite's lock get it first.
+PURGE_PAUSE_S = 0.05
 
 
 # Logged (INFO) once a worker has taken over from its earlier incarnation and takes tasks.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
@@ -49,28 +49,42 @@ def test_a_stop_review_can_be_changed_in_the_admin(admin_client):
     assert review.verdict == "unhelpful_error" and review.note == "on second look"
 
 
-def test_only_a_superuser_deletes_an_experiment_after_confirming_and_it_is_logged(
+def test_nobody_deletes_an_experiment_in_the_admin_and_a_superuser_archives_it_instead(
     admin_client, client, admin_user, django_user_model, caplog
 ):
     experiment = ExperimentFactory(name="old trial")
     run = refund_too_old_starter(experiment=experiment)
-    delete = reverse("admin:tracer_experiment_delete", args=[experiment.pk])
+    steps = Step.objects.filter(run=run).count()
+    changelist = reverse("admin:tracer_experiment_changelist")
+    assert admin_client.get(reverse("admin:tracer_experiment_delete", args=[experiment.pk])).status_code == 403
+    assert not page(admin_client.get(changelist)).select("option[value=delete_selected]")
 
     staff = django_user_model.objects.create_user("sam", password="a-long-test-password", is_staff=True)
     staff.user_permissions.set(Permission.objects.filter(content_type__app_label="tracer"))  # every permission
     client.force_login(staff)
-    assert client.get(delete).status_code == 403
-    assert client.post(delete, {"post": "yes"}).status_code == 403
+    assert not page(client.get(changelist)).select("option[value=archive]")  # a superuser's action only
+    client.post(changelist, {"action": "archive", "_selected_action": [experiment.pk]})
+    assert Experiment.objects.get(pk=experiment.pk).archived_at is None
 
-    confirm = page(admin_client.get(delete)).text
-    assert "Are you sure" in confirm and f"Run: {run}" in confirm  # the runs that go with it are listed
+    runs = reverse("tracer:runs")
+    assert f"#{run.pk}" in page(admin_client.get(runs)).text
     with caplog.at_level(logging.WARNING, logger="tracer.admin"):
-        response = admin_client.post(delete, {"post": "yes"})
+        response = admin_client.post(changelist, {"action": "archive", "_selected_action": [experiment.pk]})
     assert response.status_code == 302
-    assert not Experiment.objects.exists() and not Run.objects.filter(pk=run.pk).exists()
-    entry = LogEntry.objects.get(action_flag=DELETION)
-    assert entry.user == admin_user and entry.object_repr == str(experiment)
-    assert f"experiment {experiment.pk} ('old trial', 1 runs) deleted with its runs and steps by admin" in caplog.text
+    experiment.refresh_from_db()
+    assert experiment.archived_at is not None
+    assert Run.objects.filter(pk=run.pk).exists() and Step.objects.filter(run=run).count() == steps  # kept
+    entry = LogEntry.objects.get(action_flag=CHANGE, object_id=str(experiment.pk))
+    assert entry.user == admin_user and entry.get_change_message() == "Archived."
+    assert f"experiment {experiment.pk} ('old trial') archived by admin" in caplog.text
+
+    assert f"#{run.pk}" not in page(admin_client.get(runs)).text  # out of the default list
+    assert f"#{run.pk}" in page(admin_client.get(runs, {"experiment": experiment.pk})).text  # asked for by name
+    assert admin_client.get(reverse("tracer:experiment", args=[experiment.pk])).status_code == 200
+
+    admin_client.post(changelist, {"action": "unarchive", "_selected_action": [experiment.pk]})
+    assert Experiment.objects.get(pk=experiment.pk).archived_at is None
+    assert f"#{run.pk}" in page(admin_client.get(runs)).text
 
 
 # --- roles -----------------------------------------------------------------------------------

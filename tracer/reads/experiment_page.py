@@ -21,10 +21,12 @@ def experiment_get(*, pk: int) -> Experiment:
 
 
 def experiment_recent(*, limit: int = 10) -> list[Experiment]:
-    return list(Experiment.objects.order_by("-created_at")[:limit])
+    return list(Experiment.objects.filter(archived_at__isnull=True).order_by("-created_at")[:limit])
 
 
-_EXPERIMENTS_NEWEST_SQL = f"SELECT * FROM {Experiment._meta.db_table} ORDER BY created_at DESC, id DESC LIMIT %s"
+_EXPERIMENTS_NEWEST_SQL = (
+    f"SELECT * FROM {Experiment._meta.db_table} WHERE archived_at IS NULL ORDER BY created_at DESC, id DESC LIMIT %s"
+)
 
 
 def experiment_choices(*, selected: Iterable[int] = (), limit: int = 20) -> list[Experiment]:

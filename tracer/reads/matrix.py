@@ -21,6 +21,7 @@ from django.db.models import (
 
 from ..models import PolicyVariant, Run, StopReview
 from ..stats import Interval, beyond_noise, wilson_interval
+from .common import not_archived
 
 
 @dataclass
@@ -157,6 +158,8 @@ def matrix_scope(*, experiment_ids: Iterable[int] = (), model_backend: str = "",
     scope = Q(**{f"{of}status": Run.Status.FINISHED, f"{of}parent__isnull": True}) & ~Q(**{f"{of}scenario": ""})
     if experiment_ids:
         scope &= Q(**{f"{of}experiment_id__in": list(experiment_ids)})
+    else:
+        scope &= not_archived(of)
     if model_backend:
         scope &= Q(**{f"{of}model_backend": model_backend})
     return scope

@@ -15,7 +15,7 @@ from django.db.models import (
 
 from .. import search
 from ..models import Finding, Run, StopReview
-from .common import index_or_zero
+from .common import index_or_zero, not_archived
 
 
 class RunRow(NamedTuple):
@@ -75,6 +75,8 @@ def run_list(*, filters: dict[str, Any] | None = None, sort: str = "") -> QueryS
             qs = qs.filter(**{key: f[key]})
     if "finding" in f:  # runs with a finding of this kind, through the findings' (kind, created) index
         qs = qs.filter(pk__in=Finding.objects.filter(kind=f["finding"]).values("run_id"))
+    if "experiment_id" not in f:
+        qs = qs.filter(not_archived())
     if "verdict" in f:
         qs = qs.filter(verdict="" if f["verdict"] == "unknown" else f["verdict"])
     for key, column in (("min_steps", "step_count"), ("min_errors", "error_count"), ("min_retries", "retry_count")):

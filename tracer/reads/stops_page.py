@@ -22,7 +22,7 @@ from ..divergence import (
     canonical,
 )
 from ..models import Experiment, Run, Step, StopReview
-from .common import HEAVY_FIELDS
+from .common import HEAVY_FIELDS, not_archived
 from .peers import PAIRINGS, run_policy_peers
 
 GUARD_STOPS = Run.GUARD_STOPS
@@ -95,6 +95,8 @@ def stops_filtered(*, policy: str = "", experiment_id: int | None = None, stop_r
         stops = stops.filter(policy_name=policy)
     if experiment_id:
         stops = stops.filter(experiment_id=experiment_id)
+    else:
+        stops = stops.filter(not_archived())
     return stops
 
 
