@@ -15,6 +15,7 @@ from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTran
 from .experiments import STEP_DELAY_MAX_S
 from .json_input import BoundedJSONDecoder, JsonTooDeep, too_deep
 from .models import Run, StopReview
+from .reads.rollups import Scope
 from .reads.runs_list import RUN_SORTS
 from .search import SEARCH_MIN_CHARS
 
@@ -127,6 +128,75 @@ class RunFilterForm(forms.Form):
         data["policy_name"] = data.pop("policy", "")
         data["experiment_id"] = data.pop("experiment", None)
         return data
+
+
+def _naming_valid(field: forms.ChoiceField, what: str) -> None:
+    """An unknown value's message names every valid one (a filter's 400 says what to send instead)."""
+    valid = [str(v) for v, _ in field.choices if v != ""]
+    shown = ", ".join(valid[:40]) + (" …" if len(valid) > 40 else "")
+    field.error_messages["invalid_choice"] = f"unknown {what} %(value)r; expected one of: {shown or 'none yet'}"
+
+
+class ScopeForm(forms.Form):
+    """The runs the Tools and Findings pages sum: the runs list's source, scenario, policy and dates.
+    A value that names nothing known is an error naming what is valid (the page answers 400)."""
+
+    source = forms.ChoiceField(required=False, label="from", choices=RunFilterForm.base_fields["source"].choices)
+    scenario = forms.ChoiceField(required=False)
+    policy = forms.ChoiceField(required=False)
+    started_from = forms.DateField(
+        required=False,
+        label="started from",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "expected a date as YYYY-MM-DD"},
+    )
+    started_to = forms.DateField(
+        required=False,
+        label="started to",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "expected a date as YYYY-MM-DD"},
+    )
+
+    def __init__(self, *args: Any, scenarios: list[str], policies: list[str], tools: list[str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
+        self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
+        if "tool" in self.fields:
+            self.fields["tool"].choices = BLANK + [(t, t) for t in tools]
+        for name, what in (("source", "source"), ("scenario", "scenario"), ("policy", "policy"), ("tool", "tool")):
+            if name in self.fields:
+                _naming_valid(self.fields[name], what)
+        if "kind" in self.fields:
+            _naming_valid(self.fields["kind"], "finding kind")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        start, end = cleaned.get("started_from"), cleaned.get("started_to")
+        if start and end and start > end:
+            self.add_error("started_to", f"this is before started from ({start}); expected {start} or later")
+        return cleaned
+
+    def scope(self) -> Scope:
+        """The valid part as a ``reads.rollups.Scope`` (an invalid field is left out)."""
+        data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
+        return Scope(
+            source=data.get("source") or "",
+            scenario=data.get("scenario") or "",
+            policy=data.get("policy") or "",
+            started_from=data.get("started_from"),
+            started_to=data.get("started_to"),
+        )
+
+
+class ToolsFilterForm(ScopeForm):
+    tool = forms.ChoiceField(required=False)
+
+
+class FindingsFilterForm(ScopeForm):
+    kind = forms.ChoiceField(
+        required=False, label="finding", choices=BLANK + [(k.key, f"{k.key}: {k.title}") for k in KINDS]
+    )
+    tool = forms.ChoiceField(required=False)
 
 
 class CompareForm(forms.Form):

@@ -30,16 +30,29 @@ from .forms import (
     ID_MAX,
     ApiTokenForm,
     CompareForm,
+    FindingsFilterForm,
     LaunchForm,
     MatrixFilterForm,
     PolicyVariantForm,
     RunFilterForm,
     RunReviewForm,
     StopFilterForm,
+    ToolsFilterForm,
     add_service_errors,
 )
 from .models import ApiToken, Run, StopReview
-from .reads import common, compare_page, compare_picker, experiment_page, matrix, run_page, runs_list, stops_page
+from .reads import (
+    common,
+    compare_page,
+    compare_picker,
+    experiment_page,
+    findings_page,
+    matrix,
+    run_page,
+    runs_list,
+    stops_page,
+    tools_page,
+)
 from .reads import findings as findings_reads
 
 RUNS_PER_PAGE = 50
@@ -249,6 +262,54 @@ def compare(request: HttpRequest) -> HttpResponse:
     cmp = context.get("cmp")
     context["choices"] = compare_picker.compare_choices(include=[cmp.a, cmp.b] if cmp else [])
     return render(request, "tracer/compare.html", context, status=status)
+
+
+def _scope_form(form_class, request: HttpRequest):
+    """A Tools or Findings page's filters, checked against the scenarios, policies and tools runs have."""
+    scenarios, policies, _ = runs_list.run_distinct_values()
+    form = form_class(
+        request.GET,
+        scenarios=[s for s in scenarios if s],
+        policies=[p for p in policies if p],
+        tools=findings_reads.known_tools(),
+    )
+    form.is_valid()
+    return form
+
+
+@login_required
+@require_GET
+@fragments
+def tools(request: HttpRequest) -> HttpResponse:
+    """Every tool over the runs in scope: calls, failures by category over time, retries, wasted tries
+    and their cost, findings, message lint and advice. A filter naming nothing known is a 400 that says
+    what is valid; ``tool-list`` is the fragment the filters swap."""
+    form = _scope_form(ToolsFilterForm, request)
+    tool = form.cleaned_data.get("tool") or ""
+    context = {"form": form, "page": tools_page.tools_page(scope=form.scope(), tool=tool), "tool": tool}
+    status = 400 if form.errors else 200
+    if request.htmx.target == "tool-list":
+        return render(request, "tracer/tools.html#tool-list", context, status=status)
+    return render(request, "tracer/tools.html", context, status=status)
+
+
+@login_required
+@require_GET
+@fragments
+def findings(request: HttpRequest) -> HttpResponse:
+    """Each finding kind's count and trend over the runs in scope, its top tools, one kind's findings
+    paged, and the failing runs' patterns. ``finding-body`` is what the filters swap, ``finding-list``
+    what the kind links and the pager swap."""
+    form = _scope_form(FindingsFilterForm, request)
+    data = form.cleaned_data
+    page = findings_page.findings_page(
+        scope=form.scope(), kind=data.get("kind") or "", tool=data.get("tool") or "", page=request.GET.get("page")
+    )
+    context = {"form": form, "page": page}
+    status = 400 if form.errors else 200
+    if request.htmx.target in ("finding-list", "finding-body"):
+        return render(request, f"tracer/findings.html#{request.htmx.target}", context, status=status)
+    return render(request, "tracer/findings.html", context, status=status)
 
 
 def _policies_context(request: HttpRequest) -> dict:

@@ -75,7 +75,8 @@ def structured_flags(content: Any) -> tuple[str | None, bool | None]:
 
 _MASKS = (
     (re.compile(r"\[redacted: [^\]]+\]"), "<secret>"),
-    (re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`"), "'<value>'"),
+    # a quoted value, not the apostrophes of "isn't ... can't"
+    (re.compile(r"(?<!\w)'[^'\n]{0,200}'(?!\w)|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`"), "'<value>'"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<id>"),
     (re.compile(r"\b[\w.+-]+@[\w-]+(\.[\w-]+)+\b"), "<email>"),
     (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE), "<id>"),

@@ -183,3 +183,28 @@ def test_the_tokens_page_costs_the_same_for_1_and_10_tokens(admin_client, admin_
     for i in range(9):
         tokens.token_create(user=admin_user, name=f"agent {i}")
     assert queries(admin_client, url) == one
+
+
+def _executed(pairs):
+    from tracer.execution import run_execute
+    from tracer.experiments import run_create
+    from tracer.models import PolicyVariant
+
+    for scenario, policy in pairs:
+        run_execute(run_id=run_create(scenario=scenario, policy=PolicyVariant.objects.get(name=policy)).pk)
+
+
+MORE_RUNS = [
+    (s, p)
+    for s in ("refund-too-old", "lookup-empty", "stuck-model", "fatal-credentials", "refund-flaky-payment")
+    for p in ("starter", "message", "structured")
+]
+
+
+@pytest.mark.parametrize("url", ["tracer:tools", "tracer:findings"])
+def test_the_tools_and_findings_pages_cost_the_same_for_2_and_17_runs_of_more_tools_and_findings(admin_client, url):
+    _executed([("refund-too-old", "starter"), ("refund-too-old", "structured")])
+    few = queries(admin_client, reverse(url))
+    _executed(MORE_RUNS)
+    assert queries(admin_client, reverse(url)) == few
+    assert queries(admin_client, reverse(url) + "?policy=starter&started_from=2020-01-01") == few
