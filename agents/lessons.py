@@ -15,6 +15,32 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .errors import ToolFailure
+from .lesson_facts import (
+    ASKS_FOR_DATE,
+    ASKS_FOR_NUMBER,
+    BOOKED,
+    CALL_BACK,
+    CUSTOMER_NOT_FOUND,
+    LOOKUP_FAILED,
+    MANAGER_APPROVAL,
+    NEXT_STEP,
+    NO_ORDERS,
+    NOT_FOUND,
+    NOT_THEIRS,
+    OUTAGE,
+    REFUND_MADE,
+    REFUNDED_TWICE,
+    free_times_true,
+    gives_free_time,
+    no_pound_conversion,
+    no_status_for,
+    no_unread_availability,
+    no_unseen_orders,
+    reasons_true,
+    refund_truth,
+    refunded_twice_truth,
+    value_true,
+)
 from .lesson_wording import LESSONS
 from .packs import (
     DEFAULT_SYSTEM,
@@ -23,16 +49,20 @@ from .packs import (
     Scenario,
     all_of,
     answered,
+    attempts_at_most,
     call,
     either,
     gives,
-    gives_time,
+    gives_duration,
+    if_answered,
     mentions,
-    mentions_any,
     never_mentions,
+    no_false_outage,
     state,
+    states,
     stopped,
     tool,
+    true_to_world,
 )
 from .persona import Persona
 from .tools import Tool, Toolbox
@@ -176,18 +206,49 @@ def room_not_booked(rooms: Rooms) -> bool:
     return rooms.bookings.get("2026-10-02") == ["09:00", "14:00"]
 
 
+def room_booked(rooms: Rooms, run: Any) -> tuple[bool, str]:
+    booked = not room_not_booked(rooms)
+    return booked, "the room was booked" if booked else "the room was not booked"
+
+
+def has_orders(shop: LumenWorld, run: Any) -> tuple[bool, str]:
+    """Whether the customer has no orders, in the world (not as the lookup said)."""
+    n = sum(1 for o in shop.orders.values() if o.owner == shop.customer)
+    return n == 0, "the customer has no orders" if n == 0 else f"{shop.customer} has {n} orders"
+
+
+def lookup_truth(shop: LumenWorld, run: Any) -> tuple[bool, str]:
+    """Whether the order history really failed (it timed out, or this session may not read it)."""
+    if shop.history_fault:
+        return True, f"the order history failed ({shop.history_fault})"
+    return False, "the lookup worked: it found what there is"
+
+
 def claims_no_orders() -> Any:
     """An answer that reports "no orders" as fact, when the lookup in fact failed."""
-    return never_mentions("answer does not say there are no orders", "no orders", "no items", "none", "any orders")
+    return true_to_world("answer does not say there are no orders", NO_ORDERS, has_orders)
 
 
-def refused_refund() -> list[Any]:
-    """What every refused refund must show: an answer, nothing paid, the shop asked once."""
+def refused_refund(order_id: str, *, trust_not_found: bool = False) -> list[Any]:
+    """What every refused refund must show: an answer, nothing paid, the shop asked once, an answer that
+    claims no refund and gives no reason the world contradicts."""
     return [
         answered(),
         state("refund not applied", refund_not_applied),
         state("refund asked for once", refund_asked_once),
+        true_to_world("answer does not claim a refund", REFUND_MADE, refund_truth),
+        reasons_true(order_id, trust_not_found=trust_not_found),
     ]
+
+
+def directory_has_orders(directory: Directory, run: Any) -> tuple[bool, str]:
+    n = sum(1 for o in directory.shop.orders.values() if o.owner == "Ana Ruiz")
+    return n == 0, f"Ana Ruiz has {n} orders"
+
+
+def customer_missing(directory: Directory, run: Any) -> tuple[bool, str]:
+    there = "Ana Ruiz" in directory.customers.values()
+    return not there, "Ana Ruiz is customer C-0417" if there else "there is no such customer"
 
 
 # --- the coordinator ------------------------------------------------------------------------------
@@ -273,7 +334,12 @@ SCENARIOS = (
         "is in euros instead.",
         tools=(convert,),
         world=list,
-        judge=Judge(answered(), gives(92, "eur", "euro", "€", name="answer gives 92 EUR")),
+        judge=Judge(
+            answered(),
+            gives(92, "eur", "euro", "€", name="answer gives 92 EUR", tolerance=0.5),
+            no_pound_conversion(),
+            no_false_outage(OUTAGE),
+        ),
         opening=(call("convert_currency", amount=100, from_currency="GBP", to_currency="USD"),),
         description="Lesson 000: the first call uses GBP, which the input model rejects naming the allowed "
         "values; the model repairs the call from the message.",
@@ -292,8 +358,10 @@ SCENARIOS = (
         judge=Judge(
             answered(),
             state("free slots read for 2026-10-02", lambda rooms: "2026-10-02" in rooms.listed),
-            gives_time("10:00"),
-            gives_time("13:00"),
+            gives_free_time("10:00", "2026-10-02"),
+            gives_free_time("13:00", "2026-10-02"),
+            free_times_true("2026-10-02"),
+            no_false_outage(OUTAGE),
         ),
         opening=(call("free_slots", date="02/10/2026"),),
         description="Lesson 001: free_slots gets '02/10/2026'; the error says what format to use and gives an example.",
@@ -309,7 +377,9 @@ SCENARIOS = (
             answered(),
             state("room not booked", room_not_booked),
             state("booking asked for once", booking_asked_once),
-            mentions("answer says a manager must approve", "manager", "approv"),
+            states("answer says a manager must approve", MANAGER_APPROVAL),
+            true_to_world("answer does not claim the room was booked", BOOKED, room_booked),
+            no_false_outage(OUTAGE),
         ),
         opening=(call("book_slot", date="2026-10-02", time="10:00"),),
         description="Lesson 001: book_slot refuses with a permission error that no retry can change.",
@@ -321,7 +391,7 @@ SCENARIOS = (
         "What is the value stored under 'answer'?",
         tools=(lookup,),
         world=lambda: FlakyUpstream(2),
-        judge=Judge(answered(), gives(42, name="answer gives the value 42")),
+        judge=Judge(answered(), gives(42, name="answer gives the value 42"), value_true()),
         opening=(call("lookup", key="answer"),),
         description="Lesson 001: the upstream fails twice with 503, then answers; the harness should absorb it.",
         persona=PERSONA,
@@ -339,10 +409,11 @@ SCENARIOS = (
                 gives(42, name="gives 42"),
                 all_of(
                     "says why and what next",
-                    mentions_any("says the upstream failed", "503", "upstream", "unavailable", "timed out", "failing"),
-                    mentions_any("says what to do next", "later", "another source", "elsewhere"),
+                    states("says the upstream failed", OUTAGE),
+                    states("says what to do next", NEXT_STEP),
                 ),
             ),
+            value_true(),
         ),
         opening=(call("lookup", key="answer"),),
         description="Lesson 001: the upstream fails four times; when retries run out the answer must say why "
@@ -356,9 +427,9 @@ SCENARIOS = (
         tools=SHOP_TOOLS,
         world=LumenWorld,
         judge=Judge(
-            *refused_refund(),
-            gives(30, "day", name="answer gives 30 days"),
-            gives(239, "day", name="answer gives 239 days"),
+            *refused_refund("0871"),
+            gives_duration(30, "day", name="answer gives the 30-day window"),
+            gives_duration(239, "day", name="answer gives the order's age, 239 days"),
         ),
         opening=(call("process_refund", order_id="0871"),),
         description="Lesson 002: order 0871 is 239 days old; the refusal is business, not retryable, and must "
@@ -373,20 +444,9 @@ SCENARIOS = (
         tools=SHOP_TOOLS,
         world=LumenWorld,
         judge=Judge(
-            *refused_refund(),
+            *refused_refund("0781"),
             mentions("answer names order 0781", "0781"),
-            mentions_any(
-                "answer says no such order was found",
-                "found",
-                "find",
-                "locate",
-                "exist",
-                "match",
-                "no such",
-                "invalid",
-                "incorrect",
-                "wrong",
-            ),
+            states("answer says no such order was found", NOT_FOUND),
         ),
         opening=(call("process_refund", order_id="0781"),),
         description="Lesson 002: a wrong order id is a validation error: ask for a corrected id, don't retry.",
@@ -400,17 +460,8 @@ SCENARIOS = (
         tools=SHOP_TOOLS,
         world=LumenWorld,
         judge=Judge(
-            *refused_refund(),
-            mentions_any(
-                "answer says the order is not on their account",
-                "your account",
-                "your own account",
-                "not yours",
-                "belong",
-                "another customer",
-                "someone else",
-                "associated with",
-            ),
+            *refused_refund("0912"),
+            states("answer says the order is not on their account", NOT_THEIRS),
             never_mentions("answer does not name the owner", "Bram", "Okafor"),
         ),
         opening=(call("process_refund", order_id="0912"),),
@@ -429,9 +480,9 @@ SCENARIOS = (
             state("refund applied exactly once", refund_applied_once),
             answered(),
             gives(29, name="answer gives the amount 29.00"),
-            mentions_any(
-                "answer confirms the refund", "refunded", "refund is", "processed", "issued", "goes back", "on its way"
-            ),
+            states("answer confirms the refund", REFUND_MADE),
+            true_to_world("answer does not say the refund failed", REFUND_MADE, refund_truth),
+            true_to_world("answer does not say it was refunded twice", REFUNDED_TWICE, refunded_twice_truth),
         ),
         opening=(call("process_refund", order_id="0934"),),
         description="Lesson 002: the payment is applied but the response times out; the retry carries the same "
@@ -447,15 +498,10 @@ SCENARIOS = (
         world=lambda: LumenWorld("Dana Whitfield"),
         judge=Judge(
             answered(),
-            mentions_any(
-                "answer says there are no orders",
-                "no orders",
-                "no order",
-                "any orders",
-                "no purchases",
-                "haven't placed",
-                "have not placed",
-            ),
+            states("answer says there are no orders", NO_ORDERS),
+            true_to_world("answer does not say the lookup failed", LOOKUP_FAILED, lookup_truth),
+            no_false_outage(OUTAGE),
+            no_unseen_orders(),
         ),
         opening=(call("lookup_orders", customer="Dana Whitfield"),),
         description='Lesson 002: nothing found is a valid answer, not an error: answer "no orders" after one call.',
@@ -472,6 +518,9 @@ SCENARIOS = (
             stopped(StopReason.FATAL_ERROR, name="the run stopped on the fatal error"),
             state("refund asked for once", refund_asked_once),
             state("refund not applied", refund_not_applied),
+            if_answered(states("an answer, if any, says the refund was not made", REFUND_MADE, holds=False)),
+            true_to_world("answer does not claim a refund", REFUND_MADE, refund_truth),
+            reasons_true("0934"),
         ),
         opening=(call("process_refund", order_id="0934"),),
         description="Lesson 001: a fatal failure stops the run with a clear reason; the model is not asked to "
@@ -491,6 +540,10 @@ SCENARIOS = (
                 "the room service asked at most 3 times",
                 lambda rooms: (len(rooms.requests) <= 3, f"asked {len(rooms.requests)} times"),
             ),
+            if_answered(states("an answer, if any, asks for the date as YYYY-MM-DD", ASKS_FOR_DATE)),
+            no_unread_availability(),
+            true_to_world("answer does not claim the room was booked", BOOKED, room_booked),
+            no_false_outage(OUTAGE),
         ),
         opening=(call("free_slots", date="next Friday"),),
         description="Lesson 001: the model keeps sending free_slots('next Friday'); a consecutive-error guard "
@@ -509,7 +562,9 @@ SCENARIOS = (
                 "order looked up once",
                 lambda shop: (len(shop.lookup_calls) == 1, f"asked {len(shop.lookup_calls)} times"),
             ),
-            mentions_any("answer asks for a corrected order number", "correct", "check the"),
+            states("answer asks for a corrected order number", ASKS_FOR_NUMBER),
+            no_status_for("1404", "no order 1404 exists"),
+            reasons_true("1404"),
         ),
         opening=(call("lookup_order", order_id="1404"),),
         description="Lesson 002's quiz: 'Order 1404 could not be processed.' could be a timeout, a refusal or a "
@@ -526,7 +581,8 @@ SCENARIOS = (
         judge=Judge(
             answered(),
             claims_no_orders(),
-            mentions_any("answer says the lookup failed", "timed out", "failing", "failed", "couldn't", "unable"),
+            states("answer says the lookup failed", LOOKUP_FAILED),
+            no_unseen_orders(),
         ),
         opening=(call("lookup_orders", customer="Ana Ruiz"),),
         description="Lesson 001's common mistake and lesson 002's coordinator quiz: a harness that swallows the "
@@ -543,7 +599,10 @@ SCENARIOS = (
         judge=Judge(
             answered(),
             claims_no_orders(),
-            mentions_any("answer says the orders could not be read", "access", "couldn't", "can't", "unable"),
+            attempts_at_most("lookup_orders", 1, name="order history asked once"),
+            states("answer says the orders could not be read", LOOKUP_FAILED),
+            no_false_outage(OUTAGE),
+            no_unseen_orders(),
         ),
         opening=(call("lookup_orders", customer="Ana Ruiz"),),
         description="Lesson 002: tell an access failure from a valid empty result; only the first carries an "
@@ -557,7 +616,16 @@ SCENARIOS = (
         "Please refund order 0912, I don't need the keyboard any more.",
         tools=SHOP_TOOLS,
         world=lambda: LumenWorld(others_look_missing=True),
-        judge=Judge(*refused_refund(), never_mentions("answer does not name the owner", "Bram", "Okafor")),
+        judge=Judge(
+            *refused_refund("0912", trust_not_found=True),
+            either(
+                "answer says order 0912 cannot be refunded here",
+                states("says the refund was not made", REFUND_MADE, holds=False),
+                states("says it is not theirs", NOT_THEIRS),
+                states("says it was not found", NOT_FOUND),
+            ),
+            never_mentions("answer does not name the owner", "Bram", "Okafor"),
+        ),
         opening=(call("process_refund", order_id="0912"),),
         description="Lesson 001: the message says 'not found' and lists the customer's own ids, but the order is "
         "someone else's (permission). A model that trusts the message 'fixes' the id and refunds another order.",
@@ -574,6 +642,9 @@ SCENARIOS = (
             answered(),
             state("orders read for C-0417", lambda d: ("C-0417" in d.reads, f"read {', '.join(d.reads) or 'none'}")),
             mentions("answer gives orders 0871 and 0934", "0871", "0934"),
+            true_to_world("answer does not say there are no orders", NO_ORDERS, directory_has_orders),
+            true_to_world("answer does not say the customer was not found", CUSTOMER_NOT_FOUND, customer_missing),
+            no_unseen_orders(),
         ),
         opening=(call("customer_orders", customer_id="Ana Ruiz"),),
         description="Lesson 001: 'unknown customer id; use search_customers to find the id first' instead of "
@@ -591,14 +662,10 @@ SCENARIOS = (
         judge=Judge(
             answered(),
             mentions("answer gives orders 1042 and 1043", "1042", "1043"),
-            all_of(
-                "answer says 1050 was not checked",
-                mentions("names 1050", "1050"),
-                mentions_any(
-                    "says it failed", "not checked", "timed out", "failed", "couldn't", "could not", "unavailable"
-                ),
-            ),
-            mentions_any("answer gives a next step", "call back", "callback", "call you", "ask again", "try again"),
+            states("answer says 1050 was not checked", LOOKUP_FAILED, near="1050"),
+            no_status_for("1050", "its lookup timed out"),
+            states("answer gives a next step", CALL_BACK),
+            true_to_world("answer does not say a call back is unavailable", CALL_BACK, lambda world, run: True),
         ),
         opening=tuple(call("run_subagent", task=t) for t in SUBAGENT_TASKS),
         description="Lesson 002: a coordinator runs four sub-agents as child runs; the lookup for 1050 times out "

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .answers import Claim
 from .errors import ToolFailure
 from .events import Verdict
 from .judges import (
@@ -41,12 +42,17 @@ from .judges import (
     attempts_at_most,
     either,
     gives,
+    gives_duration,
     gives_time,
+    if_answered,
     mentions,
     mentions_any,
     never_mentions,
+    no_false_outage,
     state,
+    states,
     stopped,
+    true_to_world,
 )
 from .persona import Call, Persona, call
 from .tools import Tool, Toolbox
@@ -56,6 +62,7 @@ __all__ = [
     "DEFAULT_SYSTEM",
     "Call",
     "Check",
+    "Claim",
     "ErrorCategory",
     "Judge",
     "Pack",
@@ -69,13 +76,18 @@ __all__ = [
     "call",
     "either",
     "gives",
+    "gives_duration",
     "gives_time",
+    "if_answered",
     "mentions",
     "mentions_any",
     "never_mentions",
+    "no_false_outage",
     "state",
+    "states",
     "stopped",
     "tool",
+    "true_to_world",
 ]
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, and answer the user plainly."

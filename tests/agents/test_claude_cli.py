@@ -42,7 +42,7 @@ def test_a_reply_cut_off_by_max_tokens_ends_the_run_max_tokens_not_with_its_text
     assert code == 0
     assert "step 1: the model stopped (stop_reason max_tokens): The value st" in out
     assert "final answer:" not in out and "stop reason: max_tokens" in out
-    assert "answer gives 30 days ✗ (no answer: it ended max_tokens)" in out
+    assert "answer gives the 30-day window (within 12%) ✗ (no answer: it ended max_tokens)" in out
 
 
 def test_a_tool_use_cut_off_by_max_tokens_is_shown_not_executed(fake_api):

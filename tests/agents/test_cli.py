@@ -28,7 +28,8 @@ def test_run_prints_the_backend_label_the_trace_the_verdict_and_then_the_finding
     assert "stop reason: final_answer" in lines
     verdict = lines.index(
         "verdict: FAIL: answered ✓; refund not applied ✓; refund asked for once ✗ (asked 3 times); "
-        "answer gives 30 days ✗; answer gives 239 days ✗"
+        'answer does not claim a refund ✓ ("wasn\'t able to refund"); answer gives no reason the world contradicts ✓; '
+        "answer gives the 30-day window (within 12%) ✗; answer gives the order's age, 239 days (within 12%) ✗"
     )
     assert lines[verdict + 2] == "findings: 2"
 

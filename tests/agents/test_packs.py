@@ -220,7 +220,9 @@ def test_the_example_pack_gets_its_expected_verdict_under_each_preset(scenario, 
     assert verdict.passed is EXPECTED[scenario][list(PRESETS).index(policy)], verdict.reason
     assert [c["name"] for c in verdict.checks] == get_scenario_checks(scenario)
     assert verdict.reason == "; ".join(
-        f"{c['name']} {'✓' if c['passed'] else '✗'}" + (f" ({c['detail']})" if c["detail"] and not c["passed"] else "")
+        f"{c['name']} ✓" + (f" ({c['found']})" if c["found"] else "")
+        if c["passed"]
+        else f"{c['name']} ✗" + (f" ({c['detail']})" if c["detail"] else "")
         for c in verdict.checks
     )
 

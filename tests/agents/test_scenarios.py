@@ -25,7 +25,7 @@ EXPECTED = {
     "fatal-credentials": (F, F, P, P, P),
     "stuck-model": (F, F, F, P, P),
     "lookup-order-ambiguous": (F, F, F, P, P),
-    "lookup-timeout-swallowed": (F, F, P, P, P),
+    "lookup-timeout-swallowed": (F, P, P, P, P),
     "lookup-access-denied": (F, F, P, P, P),
     "refund-not-found-permission": (F, F, F, P, P),
     "customer-search-first": (F, F, P, P, P),

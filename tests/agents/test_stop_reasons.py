@@ -23,7 +23,7 @@ def test_a_reply_cut_off_by_max_tokens_is_not_the_final_answer(fake_api):
     (step,) = result.steps
     assert step.kind == "model_stop" and step.text == "The value st" and step.api_stop_reason == "max_tokens"
     assert step.input_tokens > 0  # its tokens still count
-    assert "answer gives 30 days ✗ (no answer: it ended max_tokens)" in result.end.verdict.reason
+    assert "answer gives the 30-day window (within 12%) ✗ (no answer: it ended max_tokens)" in result.end.verdict.reason
     assert "answered ✗ (it ended max_tokens: the model's reply was cut off" in result.end.verdict.reason
 
 
