@@ -27,9 +27,12 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict, create_model
 
+from agents.diagnosis.kinds import KEYS
+
 from . import access, ingest, outage, tokens
 from .api_errors import ApiError, StrictJsonParser, body_size_check, json_loads, prefixed
 from .models import Run
+from .reads import findings as findings_reads
 from .recording import DATABASE_LOST
 
 logger = logging.getLogger(__name__)
@@ -504,3 +507,89 @@ def _import_all(request: HttpRequest, items: list[tuple[str, Any]]) -> list[dict
         url = reverse("tracer:run", args=[run.pk])
         item.update(ok=True, run_id=run.pk, url=url, action=result.action, steps=len(document.steps))
     return report
+
+
+# --- findings: the lessons' mistakes found in the runs (tracer/diagnosis.py) --------------------------
+
+
+class FindingOut(Schema):
+    """One of the lessons' mistakes seen in a run, as ``manage.py findings --format json`` gives it."""
+
+    kind: str = Field(description="a stable key: " + ", ".join(KEYS))
+    run: int
+    tool: str
+    steps: list[int] = Field(description="the steps that show it (their indexes on the run's page)")
+    message: str = Field(description="what happened, with its numbers")
+    evidence: str = Field(description="what the model was sent, quoted as it was")
+    fix: str = Field(description="what to change: a policy setting by name and value, or a rewritten message")
+    setting: dict[str, Any] = Field(description="the policy setting(s) the fix names: name -> value")
+    rewrite: str | None = Field(description="for a message: a rewrite that says what, why and what instead")
+    basis: str = Field(description="where the facts came from (the tool's category, MCP annotations, …)")
+    wasted_calls: int
+    wasted_tokens: int
+    wasted_ms: float
+    cost_usd: str | None = Field(description="the wasted tokens at the model's price on the run's day; null: no price")
+    cost: str
+    price_basis: str
+    rule_set: str
+    scenario: str
+    policy: str
+    source: str
+    run_created_at: datetime
+
+
+class RunFindings(Schema):
+    run: int
+    diagnosed: bool = Field(description="false for a run still open, or not diagnosed yet")
+    rule_set: str
+    findings: list[FindingOut]
+
+
+class FindingPage(Schema):
+    items: list[FindingOut]
+    page: int
+    more: bool = Field(description="whether a next page has findings")
+
+
+FINDINGS_PER_PAGE = 100
+
+
+@api.get(
+    "/runs/{run_id}/findings", response={200: RunFindings, **ERRORS}, tags=["findings"], summary="A run's findings"
+)
+def run_findings_get(request: HttpRequest, run_id: RunId):
+    """The lessons' mistakes found in one of your runs when it ended, in step order, each with its
+    evidence, fix and cost."""
+    run = _own_run(request, run_id)
+    rows = findings_reads.findings_query(findings_reads.FindingFilter(run_id=run.pk)).order_by("position")
+    return {
+        "run": run.pk,
+        "diagnosed": bool(run.rule_set),
+        "rule_set": run.rule_set,
+        "findings": [findings_reads.finding_json(f) for f in rows],
+    }
+
+
+@api.get("/findings", response={200: FindingPage, **ERRORS}, tags=["findings"], summary="Findings in your runs")
+def findings_list(
+    request: HttpRequest,
+    kind: Annotated[
+        str, Query(max_length=400, description="only these kinds, comma-separated (" + ", ".join(KEYS) + ")")
+    ] = "",
+    tool: Annotated[str, Query(max_length=200, description="only findings on this tool")] = "",
+    since: Annotated[
+        str, Query(max_length=40, description="only runs created since: YYYY-MM-DD or an ISO 8601 time")
+    ] = "",
+    page: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 1,
+):
+    """The findings in the runs this token's user sent, newest run first, 100 a page. An unknown kind,
+    tool or date is a 400 naming what is valid."""
+    try:
+        chosen = findings_reads.findings_filter(kind=kind, tool=tool, since=since)
+    except findings_reads.FindingFilterError as exc:
+        raise ApiError.one(400, exc.message, path=exc.field) from None
+    rows = findings_reads.findings_query(chosen).filter(run__owner=request.auth)
+    start = (page - 1) * FINDINGS_PER_PAGE
+    found = list(rows[start : start + FINDINGS_PER_PAGE + 1])
+    items = [findings_reads.finding_json(f) for f in found[:FINDINGS_PER_PAGE]]
+    return {"items": items, "page": page, "more": len(found) > FINDINGS_PER_PAGE}

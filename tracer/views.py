@@ -251,6 +251,7 @@ def compare(request: HttpRequest) -> HttpResponse:
                 context = {"cmp": cmp, "a": cmp.a, "b": cmp.b, "d": cmp.divergence}
                 return render(request, "tracer/compare.html#aligned-lines", context)
             context["cmp"] = compare_page.run_compare(a_id=a_id, b_id=b_id, at=at)
+            context["findings_diff"] = findings_reads.findings_compare(a=context["cmp"].a, b=context["cmp"].b)
         except Http404:
             missing = compare_picker.run_ids_missing(ids=[a_id, b_id])
             for name, pk in (("a", a_id), ("b", b_id)):

@@ -44,3 +44,19 @@ def test_the_runs_list_shows_each_runs_findings_and_filters_by_kind(admin_client
     assert doc.texts(f"#run-row-{structured.pk} .findings-cell .badge") == []
     shown = page(admin_client.get(reverse("tracer:runs"), {"finding": "retried-refusal"}))
     assert [tr["id"] for tr in shown.select("#run-rows tr[id]")] == [f"run-row-{starter.pk}"]
+
+
+def test_compare_shows_the_findings_one_run_has_and_the_other_has_not_first(admin_client):
+    starter = execute("refund-too-old", "starter")
+    structured = execute("refund-too-old", "structured")
+    doc = page(admin_client.get(reverse("tracer:compare"), {"a": starter.pk, "b": structured.pk}))
+    rows = doc.select("#compare-findings tbody tr")
+    assert [(r["data-kind"], "differs" in r.classes) for r in rows] == [
+        ("retried-refusal", True),
+        ("vague-error", True),
+    ]
+    assert "the harness retried it 2 times" in rows[0].texts("td")[0] and rows[0].texts("td")[1] == "not found"
+    same = page(
+        admin_client.get(reverse("tracer:compare"), {"a": structured.pk, "b": execute("lookup-empty", "structured").pk})
+    )
+    assert "Neither run has any of the lessons' mistakes" in same.one("#compare-findings").text

@@ -44,24 +44,27 @@ def test_the_tool_rollup_counts_calls_failures_by_category_retries_and_wasted_re
     assert (pattern.tool, pattern.category, pattern.template) == ("process_refund", "business", "Error")
 
 
+REFUSED_THRICE = {
+    "format": "rlt.run/1",
+    "run": {"model": "claude-haiku-4-5"},
+    "steps": [
+        {
+            "kind": "tool_use",
+            "tool_name": "process_refund",
+            "input": {"order_id": "0871"},
+            "attempts": [
+                {"number": n, "ok": False, "category": "business", "retryable": False, "message": "Error"}
+                for n in (1, 2, 3)
+            ],
+            "result_content": {"error": {"message": "Error"}},
+        },
+        {"kind": "final_answer", "text": "The system returned an error."},
+    ],
+}
+
+
 def test_an_imported_run_is_diagnosed_from_what_it_carries():
-    document = {
-        "format": "rlt.run/1",
-        "run": {"model": "claude-haiku-4-5"},
-        "steps": [
-            {
-                "kind": "tool_use",
-                "tool_name": "process_refund",
-                "input": {"order_id": "0871"},
-                "attempts": [
-                    {"number": n, "ok": False, "category": "business", "retryable": False, "message": "Error"}
-                    for n in (1, 2, 3)
-                ],
-                "result_content": {"error": {"message": "Error"}},
-            },
-            {"kind": "final_answer", "text": "The system returned an error."},
-        ],
-    }
+    document = REFUSED_THRICE
     run = ingest.run_import(document=ingest.document_parse(data=document))
     run.refresh_from_db()
     assert run.finding_kinds == "retried-refusal,vague-error"

@@ -44,7 +44,10 @@ def known_tools() -> list[str]:
 def since_parse(value: str) -> datetime:
     """``2026-12-01`` (midnight UTC) or an ISO 8601 time; ``FindingFilterError`` otherwise."""
     text = (value or "").strip()
-    moment = parse_datetime(text) if "T" in text or " " in text else None
+    try:
+        moment = parse_datetime(text) if "T" in text or " " in text else None
+    except ValueError:  # well formed but no such time (hour 25)
+        moment = None
     if moment is None:
         try:
             day = parse_date(text)
@@ -169,3 +172,29 @@ def findings_by_step(findings: list[RunFinding]) -> dict[int, list[tuple[int, st
             if isinstance(index, int):
                 by_step.setdefault(index, []).append((f.row.position, f.row.kind))
     return by_step
+
+
+@dataclass
+class FindingDiff:
+    """One kind on one tool in either of two runs: each run's findings of it (empty: not found there)."""
+
+    kind: str
+    title: str
+    tool: str
+    a: list[Finding]
+    b: list[Finding]
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.a) != bool(self.b)
+
+
+def findings_compare(*, a: Run, b: Run) -> list[FindingDiff]:
+    """The findings of two runs matched by kind and tool (one query): those found in only one run
+    first, then those both have, each in the order of its first step."""
+    pairs: dict[tuple[str, str], FindingDiff] = {}
+    for f in Finding.objects.filter(run_id__in=[a.pk, b.pk]).order_by("run_id", "position"):
+        kind = BY_KEY.get(f.kind)
+        diff = pairs.setdefault((f.kind, f.tool), FindingDiff(f.kind, kind.title if kind else f.kind, f.tool, [], []))
+        (diff.a if f.run_id == a.pk else diff.b).append(f)
+    return sorted(pairs.values(), key=lambda d: (not d.differs, (d.a or d.b)[0].steps[:1] or [0], d.kind))
