@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from agents.diagnosis import lint
-from agents.diagnosis.calls import Call, Trace, failure_of, trace_read
+from agents.diagnosis.calls import Call, Trace, failure_of, found_nothing, trace_read
 from agents.diagnosis.kinds import RULE_SET
 from agents.diagnosis.rules import REFUSALS, RULES, Finding, price_findings
 from agents.events import Attempt, RunEnd, RunStart, StepEvent, Verdict
@@ -229,7 +229,7 @@ def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
         if call.repeat_of is not None:
             c["repeats"] += 1
         first = call.attempts[0]
-        if first.ok and first.empty:
+        if found_nothing(first):
             c["empty"] += 1
         if (call.sent_error and call.delivered) or (not call.delivered and not call.attempts[-1].ok):
             c["failed"] += 1
@@ -242,7 +242,7 @@ def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
             tries = [before, *tries]
         wasted_here = 0
         for previous in tries[:-1]:  # each try after one that no retry could change is wasted
-            if (previous.ok and previous.empty) or (not previous.ok and _no_retry_helps(failure_of(previous))):
+            if found_nothing(previous) or (not previous.ok and _no_retry_helps(failure_of(previous))):
                 wasted_here += 1
         c["wasted"] += wasted_here
         if call.repeat_of is not None and wasted_here:

@@ -75,7 +75,8 @@ class Trace:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> definition
 
     def effects(self, tool: str) -> Effects:
-        return effects_of(self.tools.get(tool))
+        """What the tool changes: from its definition when the trace carries one, else from its name."""
+        return effects_of(self.tools.get(tool) or {"name": tool})
 
     def schema(self, tool: str) -> dict[str, Any] | None:
         definition = self.tools.get(tool) or {}
@@ -85,6 +86,13 @@ class Trace:
     @property
     def settings(self) -> dict[str, Any]:
         return self.start.policy_settings or {}
+
+    @property
+    def harness_seen(self) -> bool:
+        """Whether the trace shows the harness's own tries of each call. Not for a run from outside read
+        from its Messages transcript (an import, or an LLM-only trace's conversation): that holds only
+        what the model was sent, so a call the harness tried three times looks like one try."""
+        return not (self.start.model_backend == "imported" and bool(self.end is not None and self.end.transcript))
 
 
 def failure_of(attempt: Attempt, *, sent: Any = None) -> Failure:
@@ -98,7 +106,9 @@ def failure_of(attempt: Attempt, *, sent: Any = None) -> Failure:
         carried, flag = structured_flags(sent if sent is not None else attempt.result_content)
         basis = "the structured result" if carried == attempt.category else "the tool"
         return Failure(attempt.category, attempt.retryable, basis, empty)
-    carried, flag = structured_flags(attempt.content if attempt.content is not None else sent)
+    carried, flag = structured_flags(
+        attempt.content if attempt.content is not None else attempt.result_content if sent is None else sent
+    )
     if carried in set(ErrorCategory):
         return Failure(carried, flag if flag is not None else attempt.retryable, "the structured result", empty)
     if empty and not attempt.ok:
@@ -211,6 +221,11 @@ def trace_read(*, start: RunStart, steps: Sequence[StepEvent], end: RunEnd | Non
     return Trace(start=start, end=end, steps=list(steps), calls=calls, tools=tools)
 
 
+def found_nothing(attempt: Attempt) -> bool:
+    """An attempt that worked and found nothing: marked empty by its source, or an empty value
+    (``[]``, ``{}``, an object whose lists are all empty) that its source did not mark."""
+    return bool(attempt.ok and (attempt.empty or says_nothing_found(attempt.content, "")))
+
+
 def _found_nothing(call: Call) -> bool:
-    last = call.attempts[-1]
-    return bool(last.ok and last.empty)
+    return found_nothing(call.attempts[-1])

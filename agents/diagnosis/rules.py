@@ -23,7 +23,7 @@ from .. import prices
 from ..events import Attempt, RunEnd, RunStart, StepEvent
 from ..vocabulary import ErrorCategory, StopReason
 from . import lint as lint_mod
-from .calls import Call, Failure, Trace, failure_of, trace_read
+from .calls import Call, Failure, Trace, failure_of, found_nothing, trace_read
 from .effects import idempotency_key_in
 from .kinds import BY_KEY
 
@@ -456,7 +456,17 @@ def transient_to_model(trace: Trace) -> list[Finding]:
     return out
 
 
+# A failure that says it was tried again already (lesson 001's retry_transient: "still failing after 3
+# attempts"), whatever the trace shows of the tries.
+_RETRIED_ALREADY = re.compile(
+    r"still failing after|after \d+ (?:attempts|tries|retries)|(?:re)?tried \d+ times|\bretries (?:ran|run) out",
+    re.IGNORECASE,
+)
+
+
 def transient_not_retried(trace: Trace) -> list[Finding]:
+    if not trace.harness_seen:
+        return []  # a transcript cannot say whether the harness tried before the model was told
     out = []
     repeated = {id(c.repeat_of) for c in trace.calls if c.repeat_of is not None}
     for call in trace.calls:
@@ -465,7 +475,7 @@ def transient_not_retried(trace: Trace) -> list[Finding]:
         if call.repeat_of is not None:
             continue
         f = failure_of(call.attempts[-1], sent=call.sent)
-        if not _transient(f) or f.retryable is False:
+        if not _transient(f) or f.retryable is False or _RETRIED_ALREADY.search(call.sent_text):
             continue
         settings = trace.settings
         if settings.get("retry_on") == "transient" and settings.get("retry_flag_path") == "isRetryable":
@@ -598,7 +608,7 @@ def empty_as_error(trace: Trace) -> list[Finding]:
         tries = _tries(chain)
         waste, cause_call, reported = _Waste(), None, False
         for call, attempt, by_model in tries:
-            empty = attempt.ok and attempt.empty
+            empty = found_nothing(attempt)
             if not attempt.ok and lint_mod.says_nothing_found(attempt.content, text_of_attempt(attempt)):
                 empty = True
             if cause_call is not None:
@@ -715,13 +725,22 @@ def misleading_error(trace: Trace) -> list[Finding]:
     return out
 
 
+# A run's error that says its model call failed (not its tool).
+_MODEL_FAILED = re.compile(r"anthropic|messages api|model|overloaded|\b529\b|rate.?limit|api (?:error|status)", re.I)
+
+
 def crash_on_tool_error(trace: Trace) -> list[Finding]:
+    """A run that crashed on its last step, a failed tool call the model never read. A run from outside
+    (spans) may carry the exception as that call's result; no model turn after it means it was never
+    read, unless the run's error says the model call after it failed."""
     if trace.end is None or trace.end.stop_reason != StopReason.CRASHED or not trace.calls:
         return []
     last = trace.calls[-1]
     attempt = last.attempts[-1]
-    if last.delivered or attempt.ok:
+    if attempt.ok or trace.steps[-1].index != last.step:
         return []
+    if last.delivered and (trace.start.model_backend != "imported" or _MODEL_FAILED.search(trace.end.error or "")):
+        return []  # a result went back to the model (here, the loop says so), or the model call after it failed
     f = failure_of(attempt)
     if f.category == ErrorCategory.FATAL:
         return []
