@@ -282,6 +282,10 @@ RLT_TEST_HOLD_FILE = os.environ.get("RLT_TEST_HOLD_FILE", "")
 # sends the sweep, which ends ``interrupted`` the runs whose lease lapsed and queues one re-run of
 # each, sends again a queued run's task after RLT_RESEND_AFTER_S (doubling with each send, at most
 # 32 ×), and gives up on queued runs no worker took in RLT_QUEUED_GIVE_UP_S while no worker worked.
+# A run's findings (tracer/diagnosis.py) are written when it ends; "0" leaves them to a later
+# `manage.py findings --recompute` (a bulk import diagnosed afterwards, or a benchmark without them).
+RLT_DIAGNOSE = os.environ.get("RLT_DIAGNOSE", "1") != "0"
+
 # Runs from outside (the step API, OTLP) with no step or span for RLT_OUTSIDE_IDLE_S end interrupted.
 RLT_LEASE_S = float(os.environ.get("RLT_LEASE_S") or 60)
 RLT_SWEEP_S = float(os.environ.get("RLT_SWEEP_S") or 15)

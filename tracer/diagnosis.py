@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+import orjson
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, TextField
+from django.db.models.functions import Cast
 
 from agents.diagnosis import lint
 from agents.diagnosis.calls import Call, Trace, failure_of, found_nothing, trace_read
@@ -128,13 +130,29 @@ def _day(row: dict[str, Any]) -> date:
     return row["created_at"].date()
 
 
+# JSON columns read as their text and decoded by orjson: Django's JSONField decodes each with json,
+# a third of reading a batch back.
+_RUN_JSON = ("policy_settings", "tools", "transcript", "rolled_up")
+_STEP_JSON = ("input", "attempts", "result_content")
+
+
+def _json_rows(qs, fields: Sequence[str], json_fields: Sequence[str]) -> list[dict[str, Any]]:
+    texts = {f"{name}__text": Cast(name, TextField()) for name in json_fields}
+    plain = [f for f in fields if f not in json_fields]
+    rows = list(qs.annotate(**texts).values(*plain, *texts))
+    for row in rows:
+        for name in json_fields:
+            text = row.pop(f"{name}__text")
+            row[name] = None if text is None else orjson.loads(text)
+    return rows
+
+
 def runs_stored(run_ids: Sequence[int]) -> list[Stored]:
     """The runs ``run_ids``, read in two queries (their rows, then all their steps)."""
-    rows = list(Run.objects.filter(pk__in=list(run_ids)).values(*_RUN_FIELDS))
+    rows = _json_rows(Run.objects.filter(pk__in=list(run_ids)), _RUN_FIELDS, _RUN_JSON)
     steps: dict[int, list[StepEvent]] = defaultdict(list)
-    for step in (
-        Step.objects.filter(run_id__in=[r["id"] for r in rows]).order_by("run_id", "index").values(*_STEP_FIELDS)
-    ):
+    ordered = Step.objects.filter(run_id__in=[r["id"] for r in rows]).order_by("run_id", "index")
+    for step in _json_rows(ordered, _STEP_FIELDS, _STEP_JSON):
         steps[step["run_id"]].append(_step_event(step))
     out = []
     for row in rows:
@@ -207,17 +225,37 @@ class Contribution:
 
 @dataclass
 class TemplateSeen:
-    """A message template's first sighting, for its ``MessageTemplate`` row."""
+    """A message template's first sighting in a run, for its ``MessageTemplate`` row: scored and
+    rewritten (``row``) only when no row has it yet."""
 
     key: str
-    tool: str
-    template: str
-    example: str
     run_id: int
-    step: int
-    category: str
-    scored: lint.Lint
-    rewrite: str
+    call: Call
+    trace: Trace
+
+    def row(self) -> MessageTemplate:
+        call, schema = self.call, self.trace.schema(self.call.tool)
+        scored = lint.lint(call.sent_text, call_input=call.input, schema=schema)
+        f = failure_of(call.attempts[-1], sent=call.sent)
+        known = call.attempts[-1].message if call.attempts[-1].message != call.sent_text else None
+        suggested = lint.rewrite(
+            tool=call.tool, call_input=call.input, schema=schema, category=f.category, sent=call.sent_text, known=known
+        )
+        return MessageTemplate(
+            key=self.key,
+            tool=call.tool[:200],
+            template=lint.template(call.sent_text),
+            example=call.sent_text[:2000],
+            example_run_id=self.run_id,
+            example_step=call.step,
+            category=f.category or "",
+            what=scored.what,
+            why=scored.why,
+            instead=scored.instead,
+            internals=", ".join(w for w, _ in scored.internals)[:200],
+            score=scored.score,
+            rewrite=suggested.message,
+        )
 
 
 def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
@@ -318,30 +356,7 @@ def diagnose_stored(stored: Stored) -> tuple[list[Finding], Contribution, list[T
             continue
         key = lint.template_key(call.tool, call.sent_text)
         if key not in contribution.templates:
-            scored = lint.lint(call.sent_text, call_input=call.input, schema=trace.schema(call.tool))
-            f = failure_of(call.attempts[-1], sent=call.sent)
-            known = call.attempts[-1].message if call.attempts[-1].message != call.sent_text else None
-            suggested = lint.rewrite(
-                tool=call.tool,
-                call_input=call.input,
-                schema=trace.schema(call.tool),
-                category=f.category,
-                sent=call.sent_text,
-                known=known,
-            )
-            seen.append(
-                TemplateSeen(
-                    key,
-                    call.tool,
-                    lint.template(call.sent_text),
-                    call.sent_text[:2000],
-                    stored.run_id,
-                    call.step,
-                    f.category or "",
-                    scored,
-                    suggested.message,
-                )
-            )
+            seen.append(TemplateSeen(key, stored.run_id, call, trace))
         contribution.templates[key] = contribution.templates.get(key, 0) + 1
     if _failing(stored, trace):
         contribution.pattern = _signature(stored, trace)
@@ -395,34 +410,17 @@ def _templates_write(seen: Iterable[TemplateSeen]) -> dict[str, int]:
     if not firsts:
         return {}
     known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
-    new = [
-        MessageTemplate(
-            key=s.key,
-            tool=s.tool[:200],
-            template=s.template,
-            example=s.example,
-            example_run_id=s.run_id,
-            example_step=s.step,
-            category=s.category,
-            what=s.scored.what,
-            why=s.scored.why,
-            instead=s.scored.instead,
-            internals=", ".join(w for w, _ in s.scored.internals)[:200],
-            score=s.scored.score,
-            rewrite=s.rewrite,
-        )
-        for key, s in firsts.items()
-        if key not in known
-    ]
+    new = [s.row() for key, s in firsts.items() if key not in known]
     if new:
         MessageTemplate.objects.bulk_create(new, ignore_conflicts=True)
         known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
     return known
 
 
-def _finding_row(stored: Stored, f: Finding, position: int) -> FindingRow:
+def _finding_row(stored: Stored, f: Finding, position: int) -> dict[str, Any]:
+    """The ``Finding`` row's column values (``recording.values_insert`` writes them without model instances)."""
     _, source, scenario, policy_name, model_name = stored.scope
-    return FindingRow(
+    return dict(
         run_id=stored.run_id,
         kind=f.kind,
         tool=f.tool[:200],
@@ -460,7 +458,7 @@ def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
     finding_rows: dict[tuple, dict[str, int]] = {}
     template_rows: dict[tuple, int] = {}
     pattern_rows: dict[tuple, list] = {}
-    rows: list[FindingRow] = []
+    rows: list[dict[str, Any]] = []
     seen: list[TemplateSeen] = []
     for s, (findings, contribution, templates) in zip(stored, results, strict=True):
         rows += [_finding_row(s, f, k) for k, f in enumerate(findings)]
@@ -479,6 +477,8 @@ def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
             p = contribution.pattern
             row = pattern_rows.setdefault((p["signature"], *s.scope), [p, 0, s.run_id])
             row[1] += 1
+    from .recording import values_insert  # the recorder calls this module where runs end
+
     # no savepoint inside a caller's transaction: what could fail (the rules) has run before this
     with transaction.atomic(savepoint=False):
         template_ids = _templates_write(seen)
@@ -490,7 +490,7 @@ def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
                 for s, contribution in old:
                     _take_back(s, contribution, template_ids)
             FindingRow.objects.filter(run_id__in=[s.run_id for s in stored]).delete()
-        FindingRow.objects.bulk_create(rows)
+        values_insert(model=FindingRow, rows=rows)
         _upsert(
             ToolDay._meta.db_table,
             ("tool", *SCOPE),
@@ -524,17 +524,30 @@ def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
 
 
 def _runs_mark(stored: Sequence[Stored], results) -> None:
-    """Each run's finding kinds, rule set and contribution, in one UPDATE for all (500 at a time)."""
-    runs = [
-        Run(
-            pk=s.run_id,
-            finding_kinds=",".join(dict.fromkeys(f.kind for f in findings))[:400],
-            rule_set=RULE_SET if s.finished else "",
-            rolled_up=contribution.to_dict() if s.finished else {},
+    """Each run's finding kinds, rule set and contribution, in one UPDATE from a VALUES list per 200
+    runs (``bulk_update``'s ``CASE`` over 500 runs cost Django more to build than the diagnosis)."""
+    rows = [
+        (
+            s.run_id,
+            ",".join(dict.fromkeys(f.kind for f in findings))[:400],
+            RULE_SET if s.finished else "",
+            orjson.dumps(contribution.to_dict() if s.finished else {}).decode(),
         )
         for s, (findings, contribution, _) in zip(stored, results, strict=True)
     ]
-    Run.objects.bulk_update(runs, ["finding_kinds", "rule_set", "rolled_up"], batch_size=500)
+    table = connection.ops.quote_name(Run._meta.db_table)
+    rolled = "CAST(v.rolled AS jsonb)" if connection.vendor == "postgresql" else "v.rolled"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), 200):
+            chunk = rows[start : start + 200]
+            cursor.execute(
+                f"WITH v (id, kinds, rule_set, rolled) AS (VALUES {', '.join(['(%s, %s, %s, %s)'] * len(chunk))}) "
+                f"UPDATE {table} SET finding_kinds = (SELECT v.kinds FROM v WHERE v.id = {table}.id), "
+                f"rule_set = (SELECT v.rule_set FROM v WHERE v.id = {table}.id), "
+                f"rolled_up = (SELECT {rolled} FROM v WHERE v.id = {table}.id) "
+                f"WHERE id IN (SELECT v.id FROM v)",
+                [value for row in chunk for value in row],
+            )
 
 
 def rollups_clear() -> None:

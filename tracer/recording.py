@@ -584,6 +584,8 @@ _DEFERRED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("rl
 def _diagnose(run_ids: list[int]) -> None:
     """Where every run's end is written: its findings (``tracer.diagnosis``), now or, inside
     ``diagnosis_deferred``, with the others when it closes."""
+    if not settings.RLT_DIAGNOSE:
+        return
     waiting = _DEFERRED.get()
     if waiting is not None:
         waiting.extend(run_ids)

@@ -9,10 +9,13 @@ diagnosis says who repeated the call and counts each repeat once.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from ..events import Attempt, RunEnd, RunStart, StepEvent
 from ..vocabulary import ErrorCategory, StepKind
@@ -22,7 +25,11 @@ from .lint import category_from_words, says_nothing_found, structured_flags, tex
 
 def call_key(tool: str | None, call_input: Any) -> str:
     """Two calls are the same call when their tool and input are equal (keys in any order)."""
-    return f"{tool}\x1f{json.dumps(call_input, sort_keys=True, ensure_ascii=False, default=str)}"
+    try:
+        spelled = orjson.dumps(call_input, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    except TypeError:  # an integer beyond 64 bits
+        spelled = json.dumps(call_input, sort_keys=True, ensure_ascii=False, default=str).encode()
+    return f"{tool}\x1f{spelled.decode()}"
 
 
 @dataclass
@@ -48,7 +55,11 @@ class Call:
     sent_error: bool  # that tool_result's is_error (or what the result itself says)
     tokens: tuple[int, int]  # of the model response that made this call
     repeat_of: Call | None = None  # the model sent this same call again right after that one failed
-    sent_text: str = ""
+
+    @functools.cached_property
+    def sent_text(self) -> str:
+        """The text the model read in the tool_result it was sent ("" when none was sent)."""
+        return text_of(self.sent) if self.sent is not None else ""
 
     @property
     def key(self) -> str:
@@ -73,10 +84,13 @@ class Trace:
     steps: list[StepEvent]
     calls: list[Call]
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> definition
+    _effects: dict[str, Effects] = field(default_factory=dict, repr=False)
 
     def effects(self, tool: str) -> Effects:
         """What the tool changes: from its definition when the trace carries one, else from its name."""
-        return effects_of(self.tools.get(tool) or {"name": tool})
+        if tool not in self._effects:
+            self._effects[tool] = effects_of(self.tools.get(tool) or {"name": tool})
+        return self._effects[tool]
 
     def schema(self, tool: str) -> dict[str, Any] | None:
         definition = self.tools.get(tool) or {}
@@ -99,9 +113,7 @@ def failure_of(attempt: Attempt, *, sent: Any = None) -> Failure:
     """An attempt's failure: the category the tool or the structured result gave, else the one its
     message's words name (``lint.category_from_words``), else unknown."""
     text = attempt.message or text_of(attempt.content) or text_of(sent)
-    empty = attempt.empty or says_nothing_found(
-        attempt.content if not attempt.ok else None, text if not attempt.ok else ""
-    )
+    empty = attempt.empty or (not attempt.ok and says_nothing_found(attempt.content, text))
     if attempt.category:
         carried, flag = structured_flags(sent if sent is not None else attempt.result_content)
         basis = "the structured result" if carried == attempt.category else "the tool"
@@ -213,7 +225,6 @@ def trace_read(*, start: RunStart, steps: Sequence[StepEvent], end: RunEnd | Non
                 sent_error=_sent_error(sent, flagged),
                 tokens=tokens,
             )
-            call.sent_text = text_of(sent) if sent is not None else ""
             previous = calls[-1] if calls else None
             if previous is not None and previous.key == call.key and (previous.sent_error or _found_nothing(previous)):
                 call.repeat_of = previous

@@ -12,6 +12,7 @@ cannot know is left as a marked gap (``<…>``), never made up.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -56,6 +57,8 @@ def structured_flags(content: Any) -> tuple[str | None, bool | None]:
     """The ``errorCategory`` and ``isRetryable`` a structured tool_result carried (lesson 002), at the
     top level or under ``error``; (None, None) when it carried none."""
     if isinstance(content, str) and content.strip()[:1] == "{":
+        if "errorCategory" not in content and "isRetryable" not in content:
+            return None, None
         try:
             content = json.loads(content)
         except ValueError:
@@ -85,6 +88,7 @@ _MASKS = (
 )
 
 
+@functools.lru_cache(maxsize=8192)
 def template(text: str) -> str:
     """``text`` with ids, numbers, quoted values and secrets masked, so one message sent about many
     orders is one template: "Refunds close after <n> days. This order is <n> days old."."""
@@ -148,14 +152,15 @@ LEAKS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-def leaks(text: str) -> list[tuple[str, str]]:
+@functools.lru_cache(maxsize=8192)
+def leaks(text: str) -> tuple[tuple[str, str], ...]:
     """What internal details ``text`` holds: (what, the matched text) for each kind found, in LEAKS order."""
     found = []
     for what, pattern in LEAKS:
         match = pattern.search(text or "")
         if match:
             found.append((what, match.group(0).strip()[:80]))
-    return found
+    return tuple(found)
 
 
 def without_internals(text: str) -> str:
@@ -297,19 +302,28 @@ def lint(text: str, *, call_input: Any = None, schema: dict[str, Any] | None = N
     """Score ``text``, a failure message the model was sent, for a call with ``call_input`` to a tool with
     input ``schema``."""
     text = text or ""
-    low = text.lower()
-    fields, values = _names_of(call_input, schema)
-    words = re.findall(r"[a-z][a-z_]+|\d+", low)
-    content = [w for w in words if w not in _GENERIC]
-    names_field = any(re.search(rf"\b{re.escape(f)}\b", low) for f in fields if len(f) >= 2)
-    names_value = any(v in low for v in values)
-    what = bool(text.strip()) and not _EXCEPTION_NAME.match(text) and (names_field or names_value or len(content) >= 2)
-    return Lint(
-        what=what,
-        why=bool(WHY.search(text)),
-        instead=bool(INSTEAD.search(text)),
-        internals=tuple(leaks(text)),
-    )
+    specific, why, instead, internals = _text_parts(text)
+    what = specific is True
+    if specific is None:  # the words alone do not say: does it name one of the call's fields or values?
+        low = text.lower()
+        fields, values = _names_of(call_input, schema)
+        what = any(v in low for v in values) or any(
+            re.search(rf"\b{re.escape(f)}\b", low) for f in fields if len(f) >= 2
+        )
+    return Lint(what=what, why=why, instead=instead, internals=internals)
+
+
+@functools.lru_cache(maxsize=8192)
+def _text_parts(text: str) -> tuple[bool | None, bool, bool, tuple[tuple[str, str], ...]]:
+    """What ``text`` says whatever the call: whether it names what went wrong (True: specific words;
+    False: nothing, or an exception's name alone; None: only a field or value of the call could tell),
+    then its why, its what instead and its internal details."""
+    if not text.strip() or _EXCEPTION_NAME.match(text):
+        specific: bool | None = False
+    else:
+        words = re.findall(r"[a-z][a-z_]+|\d+", text.lower())
+        specific = True if sum(1 for w in words if w not in _GENERIC) >= 2 else None
+    return specific, bool(WHY.search(text)), bool(INSTEAD.search(text)), leaks(text)
 
 
 _BY_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -358,6 +372,7 @@ _BY_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=8192)
 def category_from_words(text: str) -> tuple[str, str] | None:
     """The category ``text``'s own words name, with the words that name it, when they name one; None
     when they say nothing of it (a bare "Error")."""
@@ -387,7 +402,12 @@ def says_nothing_found(content: Any, text: str) -> bool:
         return True
     if isinstance(content, list | dict) and is_empty(content):
         return True
-    return bool(NOTHING_FOUND.search(text or ""))
+    return bool(text) and _says_nothing_found(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _says_nothing_found(text: str) -> bool:
+    return bool(NOTHING_FOUND.search(text))
 
 
 # --- rewrites -----------------------------------------------------------------------------------

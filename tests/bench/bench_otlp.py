@@ -24,7 +24,11 @@ Two baselines from the same run:
 - the same rows the receiver wrote (runs, steps, traces, span batches) inserted straight with
   ``bulk_create`` in one transaction, in the benchmark's database.
 
-    .venv/bin/python tests/bench/bench_otlp.py [--backend sqlite|postgres|both] [--rounds 1]
+    .venv/bin/python tests/bench/bench_otlp.py [--backend sqlite|postgres|both] [--rounds 1] [--diagnosis on|off|both]
+
+``--diagnosis both`` runs each round twice, with each run's findings written when it ends (the default)
+and without (``RLT_DIAGNOSE=0``), one after the other, and prints what the findings cost: the medians'
+difference over the figure without them, for the time until every run is queryable and for gunicorn's CPU.
 
 ``--backend postgres`` uses RLT_BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/rlt_otlp),
 a database it drops and creates again each round; ``both`` (the default) runs SQLite, then
@@ -187,6 +191,7 @@ def one_round(backend: str) -> dict:
         "floor_s": round(floor["decode_s"] + floor["insert_s"], 3),
         "floor_ratio": round(queryable / (floor["decode_s"] + floor["insert_s"]), 1),
         "rows": len(run_rows) + len(step_rows) + len(trace_rows) + len(span_rows),
+        "diagnosed": Run.objects.filter(owner=sender).exclude(rule_set="").count(),
     }
 
 
@@ -270,10 +275,11 @@ def _server_cpu() -> float:
     return total
 
 
-def child(backend: str) -> dict:
+def child(backend: str, *, diagnose: bool = True) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlt-bench-otlp-") as tmp:
         env = backend_env(tmp, backend, PG_URL)
         env.setdefault("WEB_CONCURRENCY", "1")  # what ./rlt up serves
+        env["RLT_DIAGNOSE"] = "1" if diagnose else "0"
         out = subprocess.run(
             [sys.executable, __file__, "--child", backend], env=env, cwd=BASE_DIR, capture_output=True, text=True
         )
@@ -286,6 +292,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--diagnosis", choices=["on", "off", "both"], default="on")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -300,23 +307,52 @@ def main() -> int:
         "(config/gunicorn.py, DEBUG off); all runs queryable = every run finished with all its steps"
     )
     print(f"  load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    modes = {"on": [True], "off": [False], "both": [True, False]}[args.diagnosis]
     for backend in backends:
+        seen: dict[bool, list[dict]] = {True: [], False: []}
         for n in range(args.rounds):
-            print(f"  {backend} round {n + 1}/{args.rounds} …", flush=True)
-            r = child(backend)
-            print(
-                f"  {r['database']:10} {r['spans']} spans in {r['calls']} calls: exported in {r['exported_s']:.2f} s "
-                f"(per call p50 {r['call_p50_ms']:.0f} ms, max {r['call_max_ms']:.0f} ms); all {r['runs']} runs "
-                f"({r['steps']} steps) queryable after {r['queryable_s']:.2f} s (of which the exporter's own "
-                f"encoding, timed apart: {r['client_encode_s']:.2f} s; gunicorn's CPU {r['server_cpu_s']:.2f} s)\n"
-                f"  {'':10} baseline: the same {r['rows']} rows inserted straight in one transaction "
-                f"{r['baseline_s']:.2f} s; receiver / baseline = {r['ratio']:.1f}×\n"
-                f"  {'':10} floor: decoding the payloads {r['floor_decode_s']:.3f} s + one sqlite3 executemany "
-                f"of the span and step rows {r['floor_insert_s']:.3f} s = {r['floor_s']:.2f} s; "
-                f"queryable / floor = {r['floor_ratio']:.1f}×",
-                flush=True,
-            )
+            for diagnose in modes if n % 2 == 0 else modes[::-1]:  # interleaved, each first in turn
+                said = "" if args.diagnosis != "both" else (" findings on" if diagnose else " findings off")
+                print(f"  {backend} round {n + 1}/{args.rounds}{said} …", flush=True)
+                r = child(backend, diagnose=diagnose)
+                seen[diagnose].append(r)
+                _report(r)
+        if seen[True] and seen[False]:
+            _findings_cost(backend, seen)
     return 0
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _findings_cost(backend: str, seen: dict[bool, list[dict]]) -> None:
+    for key, what in (("queryable_s", "all runs queryable"), ("server_cpu_s", "gunicorn's CPU")):
+        on, off = _median([r[key] for r in seen[True]]), _median([r[key] for r in seen[False]])
+        each = ", ".join(f"{a[key]:.2f}/{b[key]:.2f}" for a, b in zip(seen[True], seen[False], strict=False))
+        print(
+            f"  {backend:10} findings' cost, {what}: median {on:.2f} s with them, {off:.2f} s without "
+            f"(+{on - off:.2f} s, {100 * (on - off) / off:+.1f} %); rounds with/without {each}",
+            flush=True,
+        )
+
+
+def _report(r: dict) -> None:
+    """One round's figures, as the benchmark prints them."""
+    print(
+        f"  {r['database']:10} {r['spans']} spans in {r['calls']} calls: exported in {r['exported_s']:.2f} s "
+        f"(per call p50 {r['call_p50_ms']:.0f} ms, max {r['call_max_ms']:.0f} ms); all {r['runs']} runs "
+        f"({r['steps']} steps) queryable after {r['queryable_s']:.2f} s (of which the exporter's own "
+        f"encoding, timed apart: {r['client_encode_s']:.2f} s; gunicorn's CPU {r['server_cpu_s']:.2f} s)\n"
+        f"  {'':10} baseline: the same {r['rows']} rows inserted straight in one transaction "
+        f"{r['baseline_s']:.2f} s; receiver / baseline = {r['ratio']:.1f}×\n"
+        f"  {'':10} floor: decoding the payloads {r['floor_decode_s']:.3f} s + one sqlite3 executemany "
+        f"of the span and step rows {r['floor_insert_s']:.3f} s = {r['floor_s']:.2f} s; "
+        f"queryable / floor = {r['floor_ratio']:.1f}×; runs diagnosed when queryable: {r['diagnosed']}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
