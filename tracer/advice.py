@@ -117,7 +117,9 @@ def transient_advice(tool: str, counts: dict[str, int]) -> Advice | None:
             seen + ("; a third was never needed" if second.ok == second.n else "; no third attempt was observed"),
             {"max_attempts": 2},
             sure_second if sure_second != SURE else LIKELY,
-            "a second attempt pays; whether a third would is not known from these runs",
+            "every second attempt succeeded, so these runs never needed a third"
+            if second.ok == second.n
+            else "a second attempt pays; whether a third would is not known from these runs",
         )
     worth_third, sure_third = third.worth()
     seen += f", a third in {third.said()}"
