@@ -1,4 +1,4 @@
-"""gunicorn settings for the dashboard: ``gunicorn -c config/gunicorn.py config.wsgi``.
+"""gunicorn settings for the dashboard: ``gunicorn -c config/gunicorn.py`` (it names the application).
 
 ``./rlt up`` adds ``--bind 127.0.0.1:<port>`` and log files in RLT_VAR_DIR; in production, add your own
 ``--bind``. Options on the command line override this file.
@@ -10,10 +10,14 @@ from gunicorn.glogging import Logger
 
 from agents.redaction import RedactingLogFilter
 
-# Threads answer the many small htmx polls; a second process keeps one slow page from holding up the rest.
-worker_class = "gthread"
+# gunicorn's asyncio worker reads every request whole before a thread of config/asgi.py runs Django on
+# it (WEB_THREADS per process), so slow clients cost a socket, not a thread (docs/deployment.md, "Web");
+# a second process keeps one slow page from holding up the rest.
+wsgi_app = "config.asgi:application"
+worker_class = "asgi"
 workers = int(os.environ.get("WEB_CONCURRENCY") or 2)
-threads = 4
+# Connections each process keeps open at once, slow ones included (each costs a socket and a buffer).
+worker_connections = 2000
 # On SIGTERM, requests being answered get this long to finish.
 graceful_timeout = 10
 # gunicorn 25.1+ opens a control socket at one path per user ($HOME/.gunicorn/gunicorn.ctl), which any

@@ -58,18 +58,23 @@ def pg_answers(url: str) -> bool:
         return False
 
 
+# The web server before requests were read by an event loop: gunicorn's thread workers, 4 threads, over
+# the WSGI application (bench_serving.py measures the current one against it).
+GTHREAD = ("--worker-class", "gthread", "--threads", "4", "config.wsgi")
+
+
 @contextlib.contextmanager
-def gunicorn_serving() -> Iterator[int]:
-    """The app under gunicorn (``config/gunicorn.py``) on a free loopback port, until the block ends;
-    yields the port once it accepts connections. The database is whatever this process's
-    environment names."""
+def gunicorn_serving(*options: str) -> Iterator[int]:
+    """The app under gunicorn (``config/gunicorn.py``, and ``options`` of gunicorn's over it) on a free
+    loopback port, until the block ends; yields the port once it accepts connections. The database is
+    whatever this process's environment names."""
     port = free_port()
     env = dict(os.environ, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=secrets.token_urlsafe(40), LOG_LEVEL="WARNING")
     web = subprocess.Popen(
         [
             str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
             *("-c", str(BASE_DIR / "config" / "gunicorn.py")),
-            *("--bind", f"127.0.0.1:{port}", "config.wsgi"),
+            *("--bind", f"127.0.0.1:{port}", *options),
         ],
         cwd=BASE_DIR,
         env=env,

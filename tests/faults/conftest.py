@@ -370,11 +370,21 @@ class Served:
     """The web server as ``./rlt up`` runs it (``config/gunicorn.py``, ``DEBUG`` off), on a free port.
 
     Over this session's test database unless ``env`` names another ``DATABASE_URL``; ``held``: the
-    OTLP writer thread waits (``RLT_TEST_HOLD_FILE``) until ``release()``. Its error and access logs
-    go to one file in test-artifacts/ (``log()``).
+    OTLP writer thread waits (``RLT_TEST_HOLD_FILE``) until ``release()``; ``host``: the address it
+    binds (``0.0.0.0`` as docs/deployment.md has it; the test still connects over loopback);
+    ``options``: more of gunicorn's (e.g. the thread workers served before, to compare). Its error and
+    access logs go to one file in test-artifacts/ (``log()``).
     """
 
-    def __init__(self, *, held: bool = False, env: dict[str, str | None] | None = None, workers: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        held: bool = False,
+        env: dict[str, str | None] | None = None,
+        workers: int = 1,
+        host: str = "127.0.0.1",
+        options: tuple[str, ...] = (),
+    ) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         self.hold = ARTIFACTS / f"otlp-writer-hold-{secrets.token_hex(4)}"
         if held:
@@ -398,7 +408,7 @@ class Served:
             [
                 str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
                 *("-c", str(BASE_DIR / "config" / "gunicorn.py")),
-                *("--bind", f"127.0.0.1:{self.port}", "--access-logfile", "-", "config.wsgi"),
+                *("--bind", f"{host}:{self.port}", "--access-logfile", "-", *options),
             ],
             cwd=BASE_DIR,
             env=environment,
