@@ -52,6 +52,9 @@ from tests.conftest import (
 # seconds: a lease not renewed for 3 s has expired, beat sweeps every second, a queued run whose
 # last message is 3 s old is sent again.
 FAST_RECOVERY = {"RLT_LEASE_S": "3", "RLT_SWEEP_S": "1", "RLT_RESEND_AFTER_S": "3"}
+# How long a server a test stops stays down (PostgreSQL, Redis, a full disk): a few seconds in the
+# suite; RLT_FAULT_OUTAGE_S=30 makes the same tests the long outages of docs/reliability.md's table.
+OUTAGE_S = float(os.environ.get("RLT_FAULT_OUTAGE_S") or 3)
 
 
 def free_port() -> int:

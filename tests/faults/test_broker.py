@@ -19,7 +19,7 @@ from django.urls import reverse
 from tracer.experiments import experiment_launch
 from tracer.models import Experiment, Run
 
-from .conftest import FAST_RECOVERY, OwnRedis, filesystem_broker, sending_to
+from .conftest import FAST_RECOVERY, OUTAGE_S, OwnRedis, filesystem_broker, sending_to
 from .harness import assert_recovered, every_run_ended, session_snapshot, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
@@ -99,6 +99,41 @@ def test_runs_whose_messages_the_broker_lost_are_sent_again_and_every_run_ends(l
     print(
         f"\n[faults] broker lost its messages ({lossy_broker.kind}): {held} messages and {queued} queued runs at the "
         f"loss; {figures}; every run ended {recovered_s:.1f} s after the loss"
+    )
+
+
+def test_every_run_ends_after_redis_is_down_under_running_workers_and_comes_back_empty(own_redis, start_worker):
+    """Redis gone for OUTAGE_S while runs execute: runs under way go on (they write to the database),
+    the worker reconnects, and the sweep sends again the queued runs whose messages were lost."""
+    worker = start_worker(step_delay_s=0.25, beat=True, env={"CELERY_BROKER_URL": own_redis.url, **FAST_RECOVERY})
+    with sending_to(own_redis.url):
+        experiment = experiment_launch(scenarios=SCENARIOS, policies=POLICIES)
+        wait_for(
+            session_snapshot,
+            lambda s: s.count(lambda r: r.status == Run.Status.RUNNING and r.step_count > 0) >= 1,
+            timeout=60,
+            what="a run with steps",
+            workers=[worker],
+        )
+        held = own_redis.queue_length(settings.CELERY_TASK_DEFAULT_QUEUE)
+        own_redis.kill()
+        down_at = time.monotonic()
+        time.sleep(OUTAGE_S)
+        own_redis.start()  # empty: the messages it held are gone
+        at_restart = session_snapshot()
+        snapshot = wait_for(
+            session_snapshot,
+            every_run_ended,
+            timeout=120 + OUTAGE_S,
+            what="every run to end after Redis came back",
+            workers=[worker],
+        )
+    figures = assert_recovered(snapshot, experiment_id=experiment.pk)
+    queued = at_restart.count(lambda r: r.status == Run.Status.QUEUED)
+    assert worker.proc.poll() is None, "the worker died with the broker"
+    print(
+        f"\n[faults] Redis down {OUTAGE_S:.0f} s, back empty: {held} messages lost, {queued} runs queued when it "
+        f"came back; {figures}; every run ended {snapshot.read_at - down_at:.1f} s after it went down"
     )
 
 

@@ -20,7 +20,7 @@ from django.db import connection
 from tracer.experiments import experiment_launch
 from tracer.models import Run
 
-from .conftest import FAST_RECOVERY, manage
+from .conftest import FAST_RECOVERY, OUTAGE_S, manage
 from .harness import assert_recovered, every_run_ended, read_snapshot, session_snapshot, wait_for
 
 pytestmark = pytest.mark.faults
@@ -36,7 +36,7 @@ SCENARIOS = [
     "stuck-model",
 ]
 POLICIES = ["starter", "structured"]
-DOWN_S = 3
+DOWN_S = OUTAGE_S
 
 
 def running_with_steps(snapshot) -> int:
@@ -87,7 +87,7 @@ def test_every_run_ends_after_postgresql_restarts_under_running_workers(lease_s,
     snapshot = wait_for(
         read,
         every_run_ended,
-        timeout=120,
+        timeout=120 + DOWN_S,
         what="every run to end after the restart",
         workers=[worker],
         tolerate=(psycopg.OperationalError,),

@@ -10,7 +10,9 @@ answer and the write every time.
 
 from __future__ import annotations
 
+import random
 import signal
+import threading
 from datetime import timedelta
 
 import psutil
@@ -30,6 +32,10 @@ from tracer.tokens import token_create
 from .conftest import Served
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
+
+EXPORTERS = 4
+RUNS_PER_EXPORTER = 30
+BATCH_SPANS = 100  # an exporter's batch: answered once stored, its runs written after
 
 
 @pytest.fixture
@@ -86,3 +92,59 @@ def test_a_server_stopped_gracefully_writes_the_runs_it_had_answered_for_before_
     assert Run.objects.filter(owner=user, status=Run.Status.FINISHED).count() == len(runs)  # no sweep needed
     for run in runs:
         assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
+
+
+def test_four_exporters_lose_no_run_when_a_web_process_is_killed_under_them():
+    """Four OTLP exporters at once against two web processes (one sends every batch twice, one sends
+    its runs in reversed and shuffled order, each run's spans root first), and one process SIGKILLed
+    while they send: the exporters send
+    again what was cut off, gunicorn starts another process, the sweep writes what the dead one had
+    answered for, and every run is recorded exactly as the workload says."""
+    served = Served(workers=2)
+    try:
+        user = importer("four-exporters")
+        _, secret = token_create(user=user, name="t")
+        runs = bench_runs(EXPORTERS * RUNS_PER_EXPORTER)
+        plans = []
+        for k in range(EXPORTERS):
+            mine = runs[k::EXPORTERS]
+            if k == 2:  # its runs in reversed, then shuffled order, each run's spans root first
+                mine = mine[::-1]
+                random.Random(k).shuffle(mine)
+            spans = [span for run in mine for span in (bench_spans(run)[::-1] if k == 2 else bench_spans(run))]
+            batches = [spans[i : i + BATCH_SPANS] for i in range(0, len(spans), BATCH_SPANS)]
+            plans.append([b for batch in batches for b in ([batch, batch] if k == 1 else [batch])])
+        results: list[SpanExportResult] = []
+        sent = threading.Semaphore(0)
+
+        def export(batches) -> None:
+            exporter = OTLPSpanExporter(
+                endpoint=f"{served.url}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=30
+            )
+            try:
+                for batch in batches:
+                    results.append(exporter.export(batch))
+                    sent.release()
+            finally:
+                exporter.shutdown()
+
+        threads = [threading.Thread(target=export, args=(plan,)) for plan in plans]
+        for t in threads:
+            t.start()
+        for _ in range(2):  # two batches in, while the others are being sent, one web process dies
+            sent.acquire(timeout=60)
+        victim = psutil.Process(served.proc.pid).children()[0]
+        victim.send_signal(signal.SIGKILL)
+        for t in threads:
+            t.join(120)
+        assert victim.pid not in [c.pid for c in psutil.Process(served.proc.pid).children()]
+        assert results.count(SpanExportResult.SUCCESS) == len(results) == sum(len(p) for p in plans)
+        runs_sweep(now=timezone.now() + timedelta(minutes=1))  # the runs the killed process had answered for
+        for run in runs:
+            assert recorded(Run.objects.get(owner=user, external_id=run["trace_id"])) == expected(run)
+        print(
+            f"\n[faults] {EXPORTERS} OTLP exporters, a web process SIGKILLed: {len(results)} exports succeeded, "
+            f"{len(runs)} of {len(runs)} runs recorded as the workload says"
+        )
+    finally:
+        served.stop()

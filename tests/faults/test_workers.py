@@ -43,6 +43,23 @@ def running_with_steps(snapshot) -> list:
     return [r for r in snapshot.runs if r.status == Run.Status.RUNNING and r.step_count > 0 and r.parent_id is None]
 
 
+def test_two_beats_at_once_send_every_sweep_twice_and_nothing_runs_twice(start_worker):
+    """Two workers each with beat (one install started twice by mistake): every sweep is sent twice,
+    every re-send may go out twice, yet each run is executed once, its steps written once."""
+    workers = [
+        start_worker(step_delay_s=0.25, beat=True, env={**FAST_RECOVERY, "RLT_RESEND_AFTER_S": "1"}) for _ in range(2)
+    ]
+    experiment = experiment_launch(scenarios=SCENARIOS, policies=POLICIES, repeats=2)
+    started = time.monotonic()
+    snapshot = wait_for(session_snapshot, every_run_ended, timeout=180, what="every run to end", workers=workers)
+    figures = assert_recovered(snapshot, experiment_id=experiment.pk)
+    assert figures.interrupted == 0, "a run was interrupted: two beats made a live run look lost"
+    assert all("runs_sweep_task" in w.log() for w in workers), "a worker's beat sent no sweep"
+    print(
+        f"\n[faults] two beats at once: {figures}; every run ended {snapshot.read_at - started:.1f} s after the launch"
+    )
+
+
 def test_a_run_whose_pool_process_was_killed_ends_interrupted_and_its_rerun_ends(start_worker):
     # Two pool processes, as ./rlt up runs: the other one takes the sweep and the re-run while the
     # worker's main process waits for the killed one's result (Celery's worker_lost_wait, 10 s).
