@@ -1,26 +1,32 @@
-"""The disk holding the SQLite database fills up: a command says what is full and what was kept.
+"""The disk holding the SQLite database (the embedded default) fills up: a command says what is full
+and what was kept; workers writing runs ride it out.
 
-The test mounts a tmpfs of its own (root only; skipped otherwise) as ``RLT_VAR_DIR``, so the
-database, the broker folder and the logs are on a disk it can fill for real: a file takes every free
-byte, ``manage.py run_experiment`` runs, the file goes, and the database must hold everything it held
-before, pass SQLite's integrity check and take the next launch.
+Each test mounts a tmpfs of its own (root only; skipped otherwise) as ``RLT_VAR_DIR``, so the
+database and the broker folder are on a disk it can fill for real with a file that takes every free
+byte. A launch on the full disk must say so, and the database must hold everything it held before,
+pass SQLite's integrity check and take the next launch. Workers executing an experiment while the
+disk is full for ``OUTAGE_S`` must end every run once the file goes (docs/reliability.md's checks).
+It runs in both CI passes: its database is its own, not the session's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import BASE_DIR, subprocess_env
 
-from .conftest import manage
+from .conftest import FAST_RECOVERY, OUTAGE_S, manage
+from .harness import assert_recovered, every_run_ended, read_snapshot, wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -94,3 +100,56 @@ def test_a_launch_on_a_full_disk_says_what_is_full_and_keeps_what_was_recorded(s
     manage("run_experiment", "--scenario", "refund-too-old", "--policy", "starter", env=env)
     assert counts() == (before[0] + 1, before[1] + 1)
     print(f"\n[faults] disk full at launch: {launched.stderr.strip()}")
+
+
+def test_every_run_ends_after_the_disk_is_full_under_running_workers(small_disk, start_worker):
+    database = small_disk / "tracer.sqlite3"
+    env = {
+        "DATABASE_URL": f"sqlite:///{database}",
+        "CELERY_BROKER_URL": None,
+        "RLT_BROKER_DIR": str(small_disk / "broker"),
+        "RLT_VAR_DIR": str(small_disk),
+    }
+    manage("migrate", "--no-input", "-v0", env=env)
+
+    def read():
+        with contextlib.closing(sqlite3.connect(database, timeout=5)) as conn:
+            return read_snapshot(conn.cursor())
+
+    worker = start_worker(step_delay_s=0.3, beat=True, env={**env, **FAST_RECOVERY})
+    launched = manage(
+        "run_experiment",
+        "--scenario",
+        "refund-too-old,refund-flaky-payment,lookup-flaky,room-book-permission,fatal-credentials,stuck-model",
+        "--policy=starter",
+        "--policy=structured",
+        env=env,
+    ).stdout
+    experiment_id = int(re.search(r"experiment (\d+):", launched).group(1))
+    wait_for(
+        read,
+        lambda s: s.count(lambda r: r.status == "running" and r.step_count > 0) >= 2,
+        timeout=60,
+        what="two runs with steps",
+        workers=[worker],
+    )
+    filler = _fill(small_disk)
+    full_at = time.monotonic()
+    time.sleep(OUTAGE_S)
+    filler.unlink()
+    snapshot = wait_for(
+        read,
+        every_run_ended,
+        timeout=120 + OUTAGE_S,
+        what="every run to end once the disk had room again",
+        workers=[worker],
+        tolerate=(sqlite3.OperationalError,),
+    )
+    figures = assert_recovered(snapshot, experiment_id=experiment_id, allow_interrupted=True)
+    assert worker.proc.poll() is None, "the worker died with the disk"
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    print(
+        f"\n[faults] disk full {OUTAGE_S:.0f} s under running workers (SQLite + folder on it): {figures}; every run "
+        f"ended {snapshot.read_at - full_at:.1f} s after it filled"
+    )
