@@ -108,6 +108,7 @@ class PurgeReport:
     rows: Counter = field(default_factory=Counter)  # model label -> rows
     batches: int = 0
     seconds: float = 0.0
+    longest_batch_s: float = 0.0  # the longest a batch held its transaction: what a writer may wait
     finished: bool = True  # False when the time budget ran out first
 
     @property
@@ -132,8 +133,10 @@ class PurgeReport:
 
 def _delete(queryset: QuerySet, report: PurgeReport) -> None:
     """One batch, in one transaction. Django's cascade reads the rows it deletes: their ids only."""
+    started = time.monotonic()
     with transaction.atomic():
         _, counts = queryset.only("id").delete()
+    report.longest_batch_s = max(report.longest_batch_s, time.monotonic() - started)
     report.rows.update(counts)
     report.batches += 1
 

@@ -10,7 +10,12 @@ once per round, the runs list from 8 clients at once, the servers' order alterna
 It prints each page's p50 and p95 per server with the ratio, and the 8 clients' requests per second.
 
     .venv/bin/python tests/bench/bench_serving.py [--backend sqlite|postgres] [--runs 10000] [--rounds 5]
-        [--requests 40]
+        [--requests 40] [--load SECONDS]
+
+``--load SECONDS`` measures instead the current server alone under load: 8 clients, each asking the
+pages of the dashboard in turn (list, search, a run, compare, the matrix, the stop queue, a live
+poll) for that long, and prints requests per second, each page's p50 and p95, and the errors (any
+answer of 500 or more, or no answer).
 
 ``--backend postgres`` uses RLT_BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/rlt_bench_serving),
 dropped and created afresh, and dropped at the end.
@@ -129,6 +134,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--load", type=float, default=0.0)
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="rlt-bench-serving-")
     env = serving.backend_env(tmp, args.backend, PG_URL)
@@ -163,6 +169,8 @@ def main() -> int:
     user.set_password(PASSWORD)
     user.save()
     the_cases = cases()
+    if args.load:
+        return load(args, the_cases)
     servers = {"before (gthread)": serving.GTHREAD, "now (asyncio + threads)": ()}
     times: dict[str, dict[str, list[float]]] = {name: {c[0]: [] for c in the_cases} for name in servers}
     rates: dict[str, list[float]] = {name: [] for name in servers}
@@ -200,6 +208,62 @@ def main() -> int:
         f"| runs list, {CLIENTS} clients at once (req/s, median of rounds) | {rate[before]:.0f} | {rate[now]:.0f} | "
         f"{rate[now] / rate[before]:.2f} |"
     )
+    if args.backend == "postgres":
+        serving.pg_drop(PG_URL)
+    return 0
+
+
+def load(args, the_cases: list[tuple[str, str, dict]]) -> int:
+    from tracer.models import Run
+
+    a, b = Run.objects.filter(parent__isnull=True).order_by("id").values_list("pk", flat=True)[10:12]
+    pages = [c for c in the_cases if not c[1].startswith("/static")] + [
+        ("compare two runs", f"/compare/?a={a}&b={b}", {}),
+        ("matrix (/policies/)", "/policies/", {}),
+        ("live poll of the list", "/runs/live/", {"HX-Request": "true"}),
+    ]
+    took: dict[str, list[float]] = {label: [] for label, _, _ in pages}
+    errors: list[str] = []
+    with serving.gunicorn_serving() as port:
+        browsers = [Browser(port) for _ in range(CLIENTS)]
+        stop = time.perf_counter() + args.load
+
+        def client(k: int) -> None:
+            i = k
+            while time.perf_counter() < stop:
+                label, path, headers = pages[i % len(pages)]
+                i += 1
+                started = time.perf_counter()
+                try:
+                    status = browsers[k].get(path, headers)
+                except OSError as exc:
+                    status = f"no answer ({exc})"
+                took[label].append(time.perf_counter() - started)
+                if not isinstance(status, int) or status >= 500:
+                    errors.append(f"{label}: {status}")
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    count = sum(len(v) for v in took.values())
+    every = sorted(t for v in took.values() for t in v)
+    print(
+        f"\n{args.backend}, {Run.objects.count():,} runs, {CLIENTS} clients for {args.load:.0f} s, one web process "
+        f"(./rlt up's), load {os.getloadavg()[0]:.1f}: {count} requests, {count / args.load:.1f} req/s, "
+        f"p50 {statistics.median(every) * 1000:.0f} ms, p95 {every[int(len(every) * 0.95)] * 1000:.0f} ms, "
+        f"{len(errors)} errors {errors[:5]}"
+    )
+    print("| page | requests | p50 ms | p95 ms |")
+    print("| --- | --- | --- | --- |")
+    for label, values in took.items():
+        ordered = sorted(values)
+        if ordered:
+            print(
+                f"| {label} | {len(ordered)} | {statistics.median(ordered) * 1000:.0f} | "
+                f"{ordered[int(len(ordered) * 0.95)] * 1000:.0f} |"
+            )
     if args.backend == "postgres":
         serving.pg_drop(PG_URL)
     return 0
