@@ -193,7 +193,9 @@ def main() -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(one_backend(args)))
+        result = json.dumps(one_backend(args))
+        print(result, file=sys.stderr)  # kept in the log should the parent not live to print the table
+        print(result)
         return 0
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     if "postgres" in backends and not pg_answers(PG_URL):

@@ -30,6 +30,7 @@ from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_to
 from tracer.api import api
 from tracer.forms import (
     CompareForm,
+    FindingsFilterForm,
     ImportForm,
     LaunchForm,
     MatrixFilterForm,
@@ -37,6 +38,7 @@ from tracer.forms import (
     RunFilterForm,
     RunReviewForm,
     StopFilterForm,
+    ToolsFilterForm,
 )
 from tracer.json_input import MAX_DEPTH, too_deep
 from tracer.tokens import token_create
@@ -53,6 +55,8 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:policies": (["policy", *MatrixFilterForm.base_fields], None, ["policy-list", "policy-matrix"]),
     "tracer:policy-create": ([], list(PolicyVariantForm.base_fields), ["policy-form"]),
     "tracer:stops": ([*StopFilterForm.base_fields, "page"], None, ["stop-counts", "stop-cases"]),
+    "tracer:tools": ([*ToolsFilterForm.base_fields], None, ["tool-list"]),
+    "tracer:findings": ([*FindingsFilterForm.base_fields, "page"], None, ["finding-body", "finding-list"]),
     "tracer:run-review": ([], [*RunReviewForm.base_fields, "next"], ["run-review"]),
     "tracer:launch": ([], list(LaunchForm.base_fields), []),
     "tracer:experiment": ([], None, ["experiment-progress"]),

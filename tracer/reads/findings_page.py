@@ -144,11 +144,19 @@ def patterns(*, scope: Scope, limit: int = PATTERNS_SHOWN) -> tuple[list[Pattern
     """The largest failing-run signatures in scope, the number of failing runs, and how many signatures
     are not shown: two queries."""
     qs = PatternDay.objects.filter(scope.q())
+    # grouped by the signature alone: its tool, category, template and stop reason are the signature's
     grouped = (
-        qs.values("signature", "tool", "category", "template", "stop_reason")
-        .annotate(runs=Sum("runs"), example=Max("example_run_id"))
+        qs.values("signature")
+        .annotate(
+            runs=Sum("runs"),
+            example=Max("example_run_id"),
+            tool=Max("tool"),
+            category=Max("category"),
+            template=Max("template"),
+            stop_reason=Max("stop_reason"),
+        )
         .filter(runs__gt=0)
-        .order_by("-runs", "tool", "signature")
+        .order_by("-runs", "signature")
     )
     top = list(grouped[:limit])
     whole = qs.filter(runs__gt=0).aggregate(runs=Sum("runs"), signatures=Count("signature", distinct=True))

@@ -24,11 +24,11 @@ from agents.prices import format_money
 from .. import charts
 from ..advice import Advice, tool_advice
 from ..diagnosis import FINDING_COUNTS, TOOL_COUNTS
-from ..models import FindingDay, TemplateDay, ToolDay
+from ..models import FindingDay, MessageTemplate, TemplateDay, ToolDay
 from .rollups import Priced, Scope, add_cost, chart_days, summed
 
 LINT_PER_TOOL = 8  # message templates shown per tool, worst first; the rest are counted
-LINT_READ = 2000  # templates read at most, worst first
+LINT_READ = 2000  # templates shown at most over all tools, worst first
 
 
 @dataclass
@@ -122,30 +122,35 @@ def tools_page(*, scope: Scope, tool: str = "") -> ToolsPage:
     then most failed calls."""
     rows = ToolDay.objects.filter(scope.q())
     findings = FindingDay.objects.filter(scope.q())
-    templates = TemplateDay.objects.filter(scope.q(), template__isnull=False)
+    templates = TemplateDay.objects.filter(scope.q())
     if tool:
         rows, findings = rows.filter(tool=tool), findings.filter(tool=tool)
         templates = templates.filter(template__tool=tool)
     by_day = list(rows.values("tool", "day", "model_name").annotate(**{c: Sum(c) for c in TOOL_COUNTS}).order_by())
     found = list(findings.values("tool", "kind").annotate(**{c: Sum(c) for c in FINDING_COUNTS}).order_by())
-    lint_rows = list(
-        templates.values(
-            "template__tool",
-            "template__template",
-            "template__example",
-            "template__example_run_id",
-            "template__example_step",
-            "template__category",
-            "template__what",
-            "template__why",
-            "template__instead",
-            "template__internals",
-            "template__score",
-            "template__rewrite",
-        )
-        .annotate(sent=Sum("sent"))
-        .order_by("template__score", "-sent", "template__tool", "template__template")[:LINT_READ]
+    # the counts summed by template id alone (no GROUP BY over the templates' text), then those rows
+    sent = dict(
+        templates.values("template_id").annotate(sent=Sum("sent")).order_by().values_list("template_id", "sent")
     )
+    lint_rows = [
+        {**row, "sent": sent[row["id"]]}
+        for row in MessageTemplate.objects.filter(pk__in=list(sent)).values(
+            "id",
+            "tool",
+            "template",
+            "example",
+            "example_run_id",
+            "example_step",
+            "category",
+            "what",
+            "why",
+            "instead",
+            "internals",
+            "score",
+            "rewrite",
+        )
+    ]
+    lint_rows.sort(key=lambda r: (r["score"], -r["sent"], r["tool"], r["template"]))
     return _page(scope, by_day, found, lint_rows)
 
 
@@ -165,10 +170,8 @@ def _page(scope: Scope, by_day: list[dict], found: list[dict], lint_rows: list[d
     for row in found:
         kinds[row["tool"]][row["kind"]] = {c: row[c] or 0 for c in FINDING_COUNTS}
     lint: dict[str, list[LintRow]] = defaultdict(list)
-    for row in lint_rows:
-        lint[row["template__tool"]].append(
-            LintRow(**{k.removeprefix("template__"): v for k, v in row.items() if k != "template__tool"})
-        )
+    for row in lint_rows[:LINT_READ]:
+        lint[row["tool"]].append(LintRow(**{k: v for k, v in row.items() if k not in ("id", "tool")}))
     tools = []
     for (tool,), counts in totals.items():
         calls = counts["calls"]
