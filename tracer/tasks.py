@@ -76,8 +76,10 @@ def runs_purge_task() -> None:
         logger.warning("%s", report.summary())
 
 
-# Seconds the purge waits between its batches, so writers waiting on SQLite's lock get it first.
-PURGE_PAUSE_S = 0.05
+# Seconds the purge waits between its batches, so writers waiting on SQLite's lock get it first:
+# longer than the 100 ms SQLite's busy handler sleeps at most between tries, or a waiting writer can
+# miss the gap and wait for the next batch too.
+PURGE_PAUSE_S = 0.25
 
 
 # Logged (INFO) once a worker has taken over from its earlier incarnation and takes tasks.
