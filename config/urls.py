@@ -6,7 +6,7 @@ from django.urls import include, path
 from django.views.decorators.http import require_safe
 
 from tracer.api import api
-from tracer.otlp import views as otlp_views
+from tracer.intake.otlp import views as otlp_views
 
 
 @require_safe

@@ -1,9 +1,9 @@
 """The HTTP API (django-ninja) at ``/api/``: agents report runs live, step by step, or send whole
 run documents; ``docs/api.md`` is the guide and ``/api/openapi.json`` the description.
 
-This module only speaks HTTP: every write is ``tracer.ingest``'s (``imported_run_open``,
-``imported_steps_append``, ``imported_run_close``, ``run_import_outcome``), which records through
-``tracer.recording`` like a worker, and every body schema is ``tracer.ingest``'s pydantic model.
+This module only speaks HTTP: every write is ``tracer.intake``'s (``live.imported_run_open``,
+``imported_steps_append``, ``imported_run_close``; ``files.runs_import_many``), which records through
+``tracer.recording`` like a worker, and every body schema is ``tracer.intake.schema``'s pydantic model.
 Every call needs an API token (``tracer.tokens``) as ``Authorization: Bearer``: 401 without a valid
 one. A token sees only its user's runs: anyone else's run is a 404. Errors are always
 ``{"errors": [{"path", "message"}]}`` (``tracer.api_errors``).
@@ -29,8 +29,11 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from agents.diagnosis.kinds import KEYS
 
-from . import access, ingest, outage, tokens
+from . import access, outage, tokens
 from .api_errors import ApiError, StrictJsonParser, body_size_check, json_loads, prefixed
+from .export import document as export_document
+from .intake import files, live, schema
+from .intake.errors import IngestError, RunEnded, StepConflict, pydantic_errors
 from .models import Run
 from .reads import findings as findings_reads
 from .recording import DATABASE_LOST
@@ -64,11 +67,11 @@ def _without_parameter(path: str) -> str:
 class TracerApi(NinjaAPI):
     def validation_error_from_error_contexts(self, error_contexts: list) -> NinjaValidationError:
         """ninja's 422 as our 400: the path as the client wrote it (without ninja's ``body`` and the
-        parameter's name), the message as ``tracer.ingest`` words it for a document."""
+        parameter's name), the message as ``tracer.intake`` words it for a document."""
         errors: list[dict[str, str]] = []
         for context in error_contexts:
             in_body = context.model.__ninja_param_source__ == "body"
-            for error in ingest._pydantic_errors(context.pydantic_validation_error):
+            for error in pydantic_errors(context.pydantic_validation_error):
                 path, message = error["path"], error["message"]
                 if in_body:
                     path = _without_parameter(path)
@@ -149,9 +152,9 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return _error_response(exc.status_code, [{"path": "", "message": str(exc)}])
 
 
-@api.exception_handler(ingest.IngestError)
-def _ingest_error(request: HttpRequest, exc: ingest.IngestError) -> HttpResponse:
-    status = 409 if isinstance(exc, ingest.RunEnded | ingest.StepConflict) else 400
+@api.exception_handler(IngestError)
+def _ingest_error(request: HttpRequest, exc: IngestError) -> HttpResponse:
+    status = 409 if isinstance(exc, RunEnded | StepConflict) else 400
     return _error_response(status, exc.errors)
 
 
@@ -185,7 +188,7 @@ for _exc_class in DATABASE_LOST:
     api.add_exception_handler(_exc_class, _database_busy)
 
 
-# --- schemas: the bodies are tracer.ingest's; these only shape answers ------------------------
+# --- schemas: the bodies are tracer.intake.schema's; these only shape answers ------------------------
 
 RunId = Annotated[int, Field(ge=1, le=ID_MAX, description="the run's id, as POST /api/runs answered")]
 
@@ -206,7 +209,7 @@ RunOpenIn = create_model(
     __config__=ConfigDict(extra="forbid"),
     __doc__="A run about to be reported step by step: what is known before it ends. Every field is optional.",
     **{
-        name: (ingest.RunMeta.model_fields[name].annotation, ingest.RunMeta.model_fields[name]) for name in _OPEN_FIELDS
+        name: (schema.RunMeta.model_fields[name].annotation, schema.RunMeta.model_fields[name]) for name in _OPEN_FIELDS
     },
 )
 
@@ -217,7 +220,7 @@ class StepsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    steps: list[ingest.StepIn] = Field(..., min_length=1, max_length=STEPS_PER_REQUEST)
+    steps: list[schema.StepIn] = Field(..., min_length=1, max_length=STEPS_PER_REQUEST)
 
 
 class RunOut(Schema):
@@ -342,8 +345,8 @@ def run_open(request: HttpRequest, payload: RunOpenIn):
     Sending the same ``external_id`` again while that run is open gives the same run (409 once it
     has ended)."""
     _may_add_runs(request)
-    meta = ingest.RunMeta.model_validate(payload.model_dump(exclude_unset=True) | {"status": "running"})
-    run = ingest.imported_run_open(user=request.auth, source=Run.Source.API, run=meta)
+    meta = schema.RunMeta.model_validate(payload.model_dump(exclude_unset=True) | {"status": "running"})
+    run = live.imported_run_open(user=request.auth, source=Run.Source.API, run=meta)
     return Status(201, _run_out(run))
 
 
@@ -353,25 +356,25 @@ def steps_append(request: HttpRequest, run_id: RunId, payload: StepsIn):
     409 once the run has ended."""
     _may_add_runs(request)
     run = _own_run(request, run_id)
-    rows = ingest.imported_steps_append(run=run, steps=payload.steps)
+    rows = live.imported_steps_append(run=run, steps=payload.steps)
     run.refresh_from_db()
     return {"run": _run_out(run), "indexes": [row.index for row in rows]}
 
 
 @api.post("/runs/{run_id}/finish", response={200: RunOut, **ERRORS}, tags=["live runs"], summary="Finish a run")
-def run_close(request: HttpRequest, run_id: RunId, payload: ingest.RunEndIn):
+def run_close(request: HttpRequest, run_id: RunId, payload: schema.RunEndIn):
     """End an open run: its stop reason (default: ``final_answer`` when its last step is one),
     final answer (default: the last final-answer step's text), verdict and error if known.
     Finishing it again the same way is harmless; otherwise 409 once it has ended."""
     _may_add_runs(request)
     run = _own_run(request, run_id)
-    return _run_out(ingest.imported_run_close(run=run, end=payload))
+    return _run_out(live.imported_run_close(run=run, end=payload))
 
 
-@api.get("/runs/{run_id}", response={200: ingest.RunDocument, **ERRORS}, tags=["runs"], summary="A run document")
+@api.get("/runs/{run_id}", response={200: schema.RunDocument, **ERRORS}, tags=["runs"], summary="A run document")
 def run_get(request: HttpRequest, run_id: RunId):
     """The run and its steps as a run document (format ``rlt.run/1``), as ``POST /api/imports`` reads it."""
-    return ingest.run_export(run=_own_run(request, run_id))
+    return export_document.run_export(run=_own_run(request, run_id))
 
 
 @api.get("/runs", response={200: RunPage, **ERRORS}, tags=["runs"], summary="Your runs")
@@ -480,10 +483,10 @@ def _lines(body: bytes) -> list[tuple[str, Any]]:
 
 
 def _import_all(request: HttpRequest, items: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    """Each item recorded as a run (``ingest.runs_import_many``: new runs written together, each
+    """Each item recorded as a run (``files.runs_import_many``: new runs written together, each
     document all or nothing), or refused with its errors: one report entry per item, in order."""
     report: list[dict[str, Any]] = []
-    documents: list[ingest.RunDocument] = []
+    arrivals: list = []
     places: list[int] = []  # report entry of each document
     for where, value in items:
         item = {"where": where, "ok": False, "run_id": None, "url": None, "action": "", "steps": 0, "errors": []}
@@ -492,20 +495,20 @@ def _import_all(request: HttpRequest, items: list[tuple[str, Any]]) -> list[dict
             item["errors"] = value.errors
             continue
         try:
-            documents.append(ingest.document_parse(data=value))
-        except ingest.IngestError as exc:
+            arrivals.append(files.item_arrival(data=value, source=Run.Source.API, user=request.auth))
+        except IngestError as exc:
             item["errors"] = exc.errors
             continue
         places.append(len(report) - 1)
-    results = ingest.runs_import_many(documents=documents, user=request.auth, source=Run.Source.API)
-    for place, document, result in zip(places, documents, results, strict=True):
+    results = files.runs_import_many(arrivals=arrivals)
+    for place, arrival, result in zip(places, arrivals, results, strict=True):
         item = report[place]
-        if isinstance(result, ingest.IngestError):
+        if isinstance(result, IngestError):
             item["errors"] = result.errors
             continue
         run = result.run
         url = reverse("tracer:run", args=[run.pk])
-        item.update(ok=True, run_id=run.pk, url=url, action=result.action, steps=len(document.steps))
+        item.update(ok=True, run_id=run.pk, url=url, action=result.action, steps=len(arrival.steps))
     return report
 
 

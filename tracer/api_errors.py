@@ -6,7 +6,7 @@ the request as a whole) and ``message`` says what was expected. Bodies are read 
 ``tracer.json_input``: UTF-8 JSON only (no ``NaN`` or ``Infinity``, which no database column takes),
 nested at most ``json_input.MAX_DEPTH`` deep, at most ``RLT_API_MAX_BYTES``.
 What the database cannot store inside valid JSON (a NUL character, an unpaired surrogate) is
-``tracer.ingest``'s to refuse, with the path of the field.
+``tracer.intake``'s to refuse, with the path of the field.
 """
 
 from __future__ import annotations

@@ -405,7 +405,7 @@ def _interrupt_locked(*, run: Run, error: str) -> Interruption | None:
 def _lapsed(*, now: datetime) -> QuerySet:
     """Top-level running runs whose lease lapsed before ``now`` (no lease: claimed before leases existed).
 
-    Only runs executed here hold leases: a run from outside (``tracer/ingest.py``) that is open
+    Only runs executed here hold leases: a run from outside (``tracer/intake/``) that is open
     while its sender adds steps has none, and is never interrupted by the sweep.
     """
     return Run.objects.filter(status=Run.Status.RUNNING, parent__isnull=True, source=Run.Source.AGENT).filter(
@@ -570,7 +570,7 @@ def runs_end_idle_outside(*, now: datetime | None = None) -> int:
     here can end them. Not re-run: they were not executed here. Returns how many were ended.
 
     Afterwards, a step sent to such a run through the API is refused, as to any ended run; a span of
-    its trace has the run written again from all the trace's spans (``tracer.otlp.receiver``), open
+    its trace has the run written again from all the trace's spans (``tracer.intake.otlp.receiver``), open
     until its root span arrives or it is idle that long again.
     """
     now = now or timezone.now()
@@ -644,7 +644,7 @@ def runs_sweep(*, now: datetime | None = None) -> SweepReport:
     conditional ``UPDATE`` (and a skipped row lock on PostgreSQL), so a second sweep at the same time
     changes nothing twice.
     """
-    from .otlp.receiver import traces_unrecorded_write
+    from .intake.otlp.receiver import traces_unrecorded_write
 
     now = now or timezone.now()
     return SweepReport(

@@ -1,25 +1,30 @@
-"""Import and export pages: the upload page, and run documents to download (a run, a compare pair,
-an experiment). The work is ``tracer.ingest``'s; these views check who may, and answer."""
+"""Import and export pages: the upload page, and runs to download (a run as a run document or as
+OTLP, a compare pair, an experiment). The work is ``tracer.intake.files``' and ``tracer.export``'s;
+these views check who may, and answer."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from . import access, ingest
+from . import access
+from .export import document as export_document
+from .export import otlp as export_otlp
 from .forms import CompareForm, ImportForm
+from .intake import files
 from .models import Experiment, Run
+from .reads import run_page
 from .views import fragments
 
 # The report lists at most this many documents per file (every refusal first); the counts are whole.
 REPORT_ITEMS_SHOWN = 200
 
 
-def _report_rows(report: ingest.FileReport) -> list[ingest.ItemReport]:
+def _report_rows(report: files.FileReport) -> list[files.ItemReport]:
     refused = [item for item in report.items if not item.ok]
     imported = [item for item in report.items if item.ok]
     return (refused + imported)[:REPORT_ITEMS_SHOWN]
@@ -36,7 +41,7 @@ def import_runs(request: HttpRequest) -> HttpResponse:
     reports = []
     if request.method == "POST" and form.is_valid():
         for upload in form.cleaned_data["files"]:
-            report = ingest.file_import(
+            report = files.file_import(
                 name=upload.name,
                 data=upload.read(),
                 user=request.user,
@@ -52,7 +57,7 @@ def import_runs(request: HttpRequest) -> HttpResponse:
 
 def _lines(documents: Iterable[dict]) -> Iterator[str]:
     for document in documents:
-        yield ingest.document_dumps(document) + "\n"
+        yield export_document.document_dumps(document) + "\n"
 
 
 def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
@@ -65,7 +70,7 @@ def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
 def run_export(request: HttpRequest, pk: int) -> HttpResponse:
     """One run as a run document (``rlt.run/1``), downloaded."""
     run = get_object_or_404(Run, pk=pk)
-    body = ingest.document_dumps(ingest.run_export(run=run))
+    body = export_document.document_dumps(export_document.run_export(run=run))
     return _attachment(HttpResponse(body, content_type="application/json"), f"run-{run.pk}.json")
 
 
@@ -79,7 +84,9 @@ def compare_export(request: HttpRequest) -> HttpResponse:
         return HttpResponse(problems + "\n", status=400, content_type="text/plain; charset=utf-8")
     a = get_object_or_404(Run, pk=form.cleaned_data["a"])
     b = get_object_or_404(Run, pk=form.cleaned_data["b"])
-    response = HttpResponse("".join(_lines(ingest.runs_export(runs=[a, b]))), content_type="application/x-ndjson")
+    response = HttpResponse(
+        "".join(_lines(export_document.runs_export(runs=[a, b]))), content_type="application/x-ndjson"
+    )
     return _attachment(response, f"compare-{a.pk}-{b.pk}.jsonl")
 
 
@@ -88,6 +95,17 @@ def compare_export(request: HttpRequest) -> HttpResponse:
 def experiment_export(request: HttpRequest, pk: int) -> HttpResponse:
     """Every top-level run of an experiment as JSON Lines, streamed (a few queries per 200 runs)."""
     experiment = get_object_or_404(Experiment, pk=pk)
-    runs = experiment.runs.filter(parent__isnull=True).order_by("id").iterator(chunk_size=ingest.EXPORT_BATCH)
-    response = StreamingHttpResponse(_lines(ingest.runs_export(runs=runs)), content_type="application/x-ndjson")
+    runs = experiment.runs.filter(parent__isnull=True).order_by("id").iterator(chunk_size=export_document.EXPORT_BATCH)
+    response = StreamingHttpResponse(
+        _lines(export_document.runs_export(runs=runs)), content_type="application/x-ndjson"
+    )
     return _attachment(response, f"experiment-{experiment.pk}.jsonl")
+
+
+@login_required
+@require_GET
+def run_otlp(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run as OTLP JSON (GenAI conventions), to load into Phoenix, Langfuse or another receiver."""
+    run = run_page.run_get(pk=pk)
+    response = JsonResponse(export_otlp.run_otlp_export(run=run), json_dumps_params={"ensure_ascii": False})
+    return _attachment(response, f"run-{run.pk}.otlp.json")

@@ -107,7 +107,7 @@ class Run(models.Model):
 
     class Source(models.TextChoices):
         """Where a run came from. Only ``agent`` runs were executed here; the others arrived from
-        outside (``tracer/ingest.py``) and are labelled "imported" wherever a run is shown."""
+        outside (``tracer/intake/``) and are labelled "imported" wherever a run is shown."""
 
         AGENT = "agent"  # executed here by a worker
         IMPORT = "import"  # a run document, JSON Lines batch or Messages transcript (upload, import_traces)
@@ -444,7 +444,7 @@ class ApiToken(models.Model):
 
 
 class OtlpTrace(models.Model):
-    """A trace received at ``/v1/traces`` (``tracer/otlp/receiver.py``): its sender, the run it is,
+    """A trace received at ``/v1/traces`` (``tracer/intake/otlp/receiver.py``): its sender, the run it is,
     and how many of its spans are stored."""
 
     owner = models.ForeignKey(django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="otlp_traces")
@@ -475,7 +475,7 @@ class OtlpTrace(models.Model):
 
 
 class OtlpSpanBatch(models.Model):
-    """The spans of one trace that came in one request, as received (``tracer.otlp.wire.Span``), kept
+    """The spans of one trace that came in one request, as received (``tracer.intake.otlp.wire.Span``), kept
     so the trace can be read again when more of its spans arrive. A row per trace per request rather
     than per span: a request of 512 spans writes a few dozen rows. A span id sent again is taken once
     (the receiver compares ids while the trace's ``span_count`` guards the write)."""

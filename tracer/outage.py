@@ -7,7 +7,7 @@ it in many places, but every uncaught exception reaches the project's ``handler5
 ``server_error`` here: it answers such an error 503 with ``Retry-After`` (the API's error shape under
 ``/api/``, a page naming the problem elsewhere), so browsers, API clients and OTLP exporters know to
 try again, and keeps the 500 page for everything else. The OTLP receiver and the API answer in their
-own formats before it (``tracer.otlp.views``, ``tracer.api``) with the same ``RETRY_AFTER_S``.
+own formats before it (``tracer.intake.otlp.views``, ``tracer.api``) with the same ``RETRY_AFTER_S``.
 
 Management commands have no response: ``command_failure`` says in one sentence what was met, which
 database, and that what was recorded before is kept (a write the database refused is rolled back),

@@ -738,7 +738,7 @@ def imported_run_rewrite(*, run_id: int, record: RunRecord) -> None:
 def imported_run_reset(*, run: Run) -> None:
     """Take back everything written of an imported run, to write it again from its source: its steps,
     counters and end, in one transaction; the run is running again. Only for runs from outside (a
-    document re-sent under the same external id with other content: ``ingest.run_import``); a run
+    document re-sent under the same external id with other content: ``intake.files.run_import``); a run
     executed here is never rewritten.
     """
     if run.source == Run.Source.AGENT:

@@ -1,7 +1,6 @@
 from django.urls import path
 
 from . import import_views, views
-from .otlp import views as otlp_views
 
 app_name = "tracer"
 urlpatterns = [
@@ -11,7 +10,7 @@ urlpatterns = [
     path("runs/<int:pk>/steps/", views.run_steps, name="run-steps"),
     path("runs/<int:pk>/review/", views.run_review, name="run-review"),
     path("runs/<int:pk>/export.json", import_views.run_export, name="run-export"),
-    path("runs/<int:pk>/otlp.json", otlp_views.run_otlp, name="run-otlp"),
+    path("runs/<int:pk>/otlp.json", import_views.run_otlp, name="run-otlp"),
     path("compare/", views.compare, name="compare"),
     path("compare/export.jsonl", import_views.compare_export, name="compare-export"),
     path("policies/", views.policies, name="policies"),

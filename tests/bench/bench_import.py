@@ -1,11 +1,11 @@
-"""Benchmark (not a test): importing the shared 500-run workload as run documents (tracer/ingest.py).
+"""Benchmark (not a test): importing the shared 500-run workload as run documents (tracer/intake/files.py).
 
 The workload (../shared/bench/workload.py: 500 runs, 7,802 workload steps) becomes one run document
 per run (``rlt.run/1``): each tool call is a step, a call repeated after an error (attempt n > 1) is
 another attempt of that step, a model call's tokens go to the step it asked for, and a run that
 answered ends with its final answer. It prints, over a fresh database:
 
-  1. validating every document (``document_parse``), no database;
+  1. validating every document (``files.item_arrival``), no database;
   2. ``file_import`` of the whole batch as one JSON Lines file: each line its own transaction, through
      ``recording`` (run_start, steps_record_many, run_finish), as the upload page and import_traces do;
   3. the same rows inserted straight with ``bulk_create`` in one transaction, as a floor.
@@ -126,14 +126,14 @@ django.setup()
 from django.core.management import call_command
 from django.db import connection, transaction
 call_command("migrate", verbosity=0, interactive=False)
-from tracer import ingest
+from tracer.intake import files
 from tracer.models import Run, Step
 data = sys.stdin.buffer.read()
 started = time.perf_counter()
-docs = [ingest.document_parse(data=json.loads(line)) for line in data.splitlines()]
+docs = [files.item_arrival(data=json.loads(line)) for line in data.splitlines()]
 validate_s = time.perf_counter() - started
 started = time.perf_counter()
-report = ingest.file_import(name="workload.jsonl", data=data)
+report = files.file_import(name="workload.jsonl", data=data)
 import_s = time.perf_counter() - started
 assert report.refused == 0, [i.errors for i in report.items if not i.ok][:3]
 stored = Step.objects.count()

@@ -8,7 +8,7 @@ in production: gunicorn with config/gunicorn.py, DEBUG off, on a free loopback p
 database. The clock starts with the first export call and stops when every run is finished with
 all its steps, asked as the pages ask (the runs list's query filtered to finished OTLP runs, its step
 counts, and the step rows the run pages read), polled every 20 ms: a request answered before its
-runs are written (tracer/otlp/views.py, ANSWER_FIRST_SPANS) is counted until they are. It prints
+runs are written (tracer/intake/otlp/views.py, ANSWER_FIRST_SPANS) is counted until they are. It prints
 too the CPU seconds gunicorn's processes spent meanwhile, the server's own work, less at the mercy
 of the machine's load than the time. gunicorn runs one process (``WEB_CONCURRENCY=1`` unless set),
 as ``./rlt up`` serves.

@@ -61,14 +61,14 @@ def measure(tmp: str) -> int:
 
     from tests.bench import bench_import
     from tests.bench.serving import gunicorn_serving
-    from tracer import ingest
+    from tracer.intake import files
     from tracer.models import Run
 
     call_command("migrate", verbosity=0)
     call_command("collectstatic", verbosity=0, interactive=False)
     documents = [bench_import.as_document(run) for run in bench_import.workload()]
     t0 = time.perf_counter()
-    ingest.file_import(name="workload.jsonl", data="\n".join(json.dumps(d) for d in documents).encode())
+    files.file_import(name="workload.jsonl", data="\n".join(json.dumps(d) for d in documents).encode())
     print(f"imported {len(documents)} runs in {time.perf_counter() - t0:.1f} s (SQLite, in-process)")
     get_user_model().objects.create_superuser("bench", password=PASSWORD)
     ids = list(Run.objects.order_by("id").values_list("id", flat=True))

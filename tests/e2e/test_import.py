@@ -7,7 +7,7 @@ import json
 
 from playwright.sync_api import Page, expect
 
-from tests.tracer.test_ingest import starter_transcript, structured_transcript
+from tests.tracer.intake.samples import starter_transcript, structured_transcript
 from tracer.models import Run
 
 LISTEN = """

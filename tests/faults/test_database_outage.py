@@ -20,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.conftest import wait_until
-from tests.tracer.test_otlp import bench_runs, bench_spans
+from tests.tracer.intake.otlp.test_receiver import bench_runs, bench_spans
 
 from .conftest import Served, manage
 

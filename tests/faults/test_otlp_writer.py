@@ -1,6 +1,6 @@
 """The OTLP receiver's writer thread under a real gunicorn (``config/gunicorn.py``, as ``./rlt up``
 serves): a batch is answered once its spans are stored and its runs are written after, by one thread
-of the worker process (``tracer.otlp.views.WriteBehind``). Killed before it wrote them, nothing is
+of the worker process (``tracer.intake.otlp.views.WriteBehind``). Killed before it wrote them, nothing is
 lost: the sweep writes every run from the stored spans. Stopped gracefully, the worker finishes the
 writes it had queued before it exits.
 
@@ -23,10 +23,10 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.conftest import wait_until
-from tests.tracer.test_otlp import bench_runs, bench_spans, expected, importer, recorded
+from tests.tracer.intake.otlp.test_receiver import bench_runs, bench_spans, expected, importer, recorded
 from tracer.execution import runs_sweep
+from tracer.intake.otlp.views import ANSWER_FIRST_SPANS
 from tracer.models import OtlpTrace, Run
-from tracer.otlp.views import ANSWER_FIRST_SPANS
 from tracer.tokens import token_create
 
 from .conftest import Served

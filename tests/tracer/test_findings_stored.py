@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agents.diagnosis.kinds import RULE_SET
-from tracer import diagnosis, ingest
+from tracer import diagnosis
 from tracer.execution import run_execute
 from tracer.experiments import run_create
+from tracer.intake import files
 from tracer.models import Finding, FindingDay, MessageTemplate, PatternDay, PolicyVariant, Run, TemplateDay, ToolDay
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +66,7 @@ REFUSED_THRICE = {
 
 def test_an_imported_run_is_diagnosed_from_what_it_carries():
     document = REFUSED_THRICE
-    run = ingest.run_import(document=ingest.document_parse(data=document))
+    run = files.run_import(arrival=files.item_arrival(data=document))
     run.refresh_from_db()
     assert run.finding_kinds == "retried-refusal,vague-error"
 

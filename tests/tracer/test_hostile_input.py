@@ -72,7 +72,7 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
 }
 # Not probed here: logging out ends the session the probe runs in; the admin has its own probe below;
 # the API (/api/) answers JSON, and Schemathesis fuzzes it from its OpenAPI description (test_api_fuzz.py);
-# the OTLP receiver (/v1/traces) takes protobuf or JSON bodies, fuzzed in test_otlp.py.
+# the OTLP receiver (/v1/traces) takes protobuf or JSON bodies, fuzzed in tests/tracer/intake/otlp/test_receiver.py.
 NOT_PROBED = {"logout", "otlp-traces"} | {f"api:{pattern.name}" for pattern in api.urls[0] if pattern.name}
 
 EXAMPLES_PER_PAGE = 60  # requests per URL pattern: 11 patterns, 660 requests

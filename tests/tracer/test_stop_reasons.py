@@ -162,13 +162,14 @@ def test_a_real_worker_ends_cut_off_and_refused_runs_with_their_stop_reasons_and
 
 
 def test_a_cut_off_run_exports_and_imports_with_its_stop_reasons(fake_api, starter):
-    from tracer import ingest
+    from tracer.export import document as export_document
+    from tracer.intake import files
 
     fake_api.script(truncated_tool_use("process_refund", said="On it."))
-    exported = ingest.run_export(run=claude_run(starter))
+    exported = export_document.run_export(run=claude_run(starter))
     assert exported["run"]["stop_reason"] == "max_tokens" and exported["run"]["api_stop_reason"] == "max_tokens"
     (step,) = exported["steps"]
     assert (step["kind"], step["api_stop_reason"], step["tool_name"]) == ("model_stop", "max_tokens", "process_refund")
-    again = ingest.run_import(document=ingest.document_validate(exported))
+    again = files.run_import(arrival=files.item_arrival(data=exported))
     assert (again.stop_reason, again.api_stop_reason) == ("max_tokens", "max_tokens")
-    assert ingest.run_export(run=again)["steps"] == exported["steps"]
+    assert export_document.run_export(run=again)["steps"] == exported["steps"]

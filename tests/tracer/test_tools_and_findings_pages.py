@@ -114,7 +114,7 @@ def test_the_findings_page_pages_a_kinds_runs(admin_client, monkeypatch):
 
 
 def test_text_from_a_trace_is_escaped_on_both_pages(admin_client):
-    from tracer import ingest
+    from tracer.intake import files
 
     document = {
         "format": "rlt.run/1",
@@ -131,7 +131,7 @@ def test_text_from_a_trace_is_escaped_on_both_pages(admin_client):
             {"kind": "final_answer", "text": "no"},
         ],
     }
-    ingest.run_import(document=ingest.document_parse(data=document))
+    files.run_import(arrival=files.item_arrival(data=document))
     for url in ("tracer:tools", "tracer:findings"):
         html = admin_client.get(reverse(url)).content
         assert b"<img src=x" not in html and b"<b>x</b>" not in html

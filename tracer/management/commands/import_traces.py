@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from tracer.ingest import FileReport, ItemReport, file_import
+from tracer.intake.files import FileReport, ItemReport, file_import
 
 from ._progress import progress_bar
 

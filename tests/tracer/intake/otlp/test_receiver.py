@@ -36,13 +36,14 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from tests.dom import page as page_of
 from tests.factories import RunFactory
-from tracer import ingest
+from tracer.export import document as export_document
+from tracer.intake import schema
 from tracer.models import OtlpTrace, PolicyVariant, Run, Step
 from tracer.reads import compare_page, stops_page
 from tracer.reads.matrix import policy_matrix
 from tracer.tokens import token_create, token_revoke
 
-BENCH = Path(__file__).resolve().parents[3] / "shared" / "bench"
+BENCH = Path(__file__).resolve().parents[5] / "shared" / "bench"
 
 
 @functools.cache
@@ -177,7 +178,7 @@ def recorded(run: Run) -> dict:
 
 
 def steps_of(run: Run) -> list[dict]:
-    return [ingest._step_dict(s) for s in run.steps.order_by("index")]
+    return [schema.step_dict(s) for s in run.steps.order_by("index")]
 
 
 class Tracer:
@@ -290,7 +291,7 @@ def test_spans_split_over_requests_in_shuffled_order_give_the_same_run_as_one_re
             assert not answer(response).HasField("partial_success")
         assert recorded(the_run(split)) == recorded(one_run) == expected(run)
         assert steps_of(the_run(split)) == steps_of(one_run)
-        assert ingest._run_meta_out(the_run(split)) == ingest._run_meta_out(one_run)
+        assert export_document.run_meta_out(the_run(split)) == export_document.run_meta_out(one_run)
         assert the_run(split).search_text == one_run.search_text
         assert the_run(split).status == Run.Status.FINISHED
     # spans sent again change nothing
@@ -333,7 +334,7 @@ def test_a_trace_split_over_requests_keeps_the_steps_it_had_and_rewrites_only_wh
     half = len(children) // 2
     assert post(client, secret, pb_body(children[:half])).status_code == 200
     row = the_run(user)
-    first = {s.index: (s.pk, ingest._step_dict(s)) for s in row.steps.all()}
+    first = {s.index: (s.pk, schema.step_dict(s)) for s in row.steps.all()}
     assert len(first) >= 3
     assert post(client, secret, pb_body([*children[half:], root])).status_code == 200
     after = list(the_run(user).steps.order_by("index"))
@@ -342,11 +343,11 @@ def test_a_trace_split_over_requests_keeps_the_steps_it_had_and_rewrites_only_wh
     whole = importer("whole")
     _, whole_secret = token_create(user=whole, name="t")
     assert post(client, whole_secret, pb_body([root, *children])).status_code == 200
-    assert [ingest._step_dict(s) for s in after] == steps_of(the_run(whole))
+    assert [schema.step_dict(s) for s in after] == steps_of(the_run(whole))
     assert recorded(the_run(user)) == recorded(the_run(whole)) == expected(run)
     assert the_run(user).search_text == the_run(whole).search_text
     kept = [s.index for s in after if first.get(s.index, (None,))[0] == s.pk]
-    unchanged = [i for i, (_, written) in first.items() if written == ingest._step_dict(after[i - 1])]
+    unchanged = [i for i, (_, written) in first.items() if written == schema.step_dict(after[i - 1])]
     assert kept == list(range(1, len(kept) + 1))  # the steps before the first that changed
     assert kept == unchanged[: len(kept)] and len(kept) >= len(first) - 1
 
@@ -396,7 +397,7 @@ def exported_while_the_writer_is_held(url: str, settings, *, username: str, runs
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     from tests.conftest import ARTIFACTS, wait_until
-    from tracer.otlp.views import ANSWER_FIRST_SPANS, write_behind
+    from tracer.intake.otlp.views import ANSWER_FIRST_SPANS, write_behind
 
     ARTIFACTS.mkdir(exist_ok=True)
     hold = ARTIFACTS / f"otlp-hold-{random.randrange(10**9)}"
@@ -450,7 +451,7 @@ def test_runs_answered_but_not_written_when_the_process_died_are_written_by_the_
     from django.utils import timezone
 
     from tracer.execution import runs_sweep
-    from tracer.otlp import views
+    from tracer.intake.otlp import views
 
     user, _, secret = sender
     runs = bench_runs(12)
@@ -473,7 +474,7 @@ def test_runs_answered_but_not_written_when_the_process_died_are_written_by_the_
 
 
 def test_a_request_that_died_before_writing_is_made_good_by_its_spans_sent_again(client, sender, monkeypatch):
-    from tracer.otlp import views
+    from tracer.intake.otlp import views
 
     user, _, secret = sender
     runs = bench_runs(12)
@@ -490,7 +491,7 @@ def test_a_request_that_died_before_writing_is_made_good_by_its_spans_sent_again
 def test_a_run_written_late_from_fewer_spans_does_not_undo_a_later_write(sender):
     """Two requests of one trace, the later one's run written first (another server process was
     quicker): the earlier, with fewer spans, arrives late and changes nothing."""
-    from tracer.otlp import receiver, wire
+    from tracer.intake.otlp import receiver, wire
 
     user, _, _ = sender
     run = next(r for r in bench_runs(10) if r["stop_reason"] == "final_answer")
@@ -1305,11 +1306,11 @@ def test_a_secret_in_spans_is_stored_nowhere(client, sender):
     ]
     assert post(client, secret, pb_body(spans)).status_code == 200
     run = the_run(user)
+    from tracer.intake.otlp.receiver import spans_unpacked
     from tracer.models import OtlpSpanBatch
-    from tracer.otlp.receiver import spans_unpacked
 
     stored = [
-        json.dumps(ingest.run_export(run=run)),
+        json.dumps(export_document.run_export(run=run)),
         run.search_text,
         json.dumps(run.labels),
         *(json.dumps([s.to_dict() for s in spans_unpacked(bytes(b.data))]) for b in OtlpSpanBatch.objects.all()),
@@ -1384,7 +1385,7 @@ def test_the_writer_thread_keeps_order_writes_inline_when_full_or_unstartable_an
     import threading
     import time
 
-    from tracer.otlp.views import WriteBehind
+    from tracer.intake.otlp.views import WriteBehind
 
     writer = WriteBehind(depth=1, idle_s=0.1)
     done: list[tuple[int, str]] = []

@@ -21,9 +21,9 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..intake.otlp.conventions import EPOCH, EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS, MODEL_RETRY_COUNT
+from ..intake.otlp.wire import STATUS_ERROR, STATUS_OK
 from ..models import Run, Step
-from .conventions import EPOCH, EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS, MODEL_RETRY_COUNT
-from .wire import STATUS_ERROR, STATUS_OK
 
 SCOPE = "repair-loop-tracer"
 SERVICE = "repair-loop-tracer"

@@ -31,7 +31,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from ..json_input import json_parse
+from ...json_input import json_parse
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -1,4 +1,4 @@
-"""The OTLP/HTTP traces endpoint (``POST /v1/traces``) and a run's OTLP JSON download.
+"""The OTLP/HTTP traces endpoint, ``POST /v1/traces``.
 
 The endpoint answers as OTLP/HTTP asks, so exporters retry what is worth retrying and drop what is
 not: 200 with an ``ExportTraceServiceResponse`` (``partial_success`` when spans were refused); 400
@@ -19,16 +19,14 @@ import threading
 import time
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
-from .. import access
-from ..outage import RETRY_AFTER_S, database_problem
-from ..reads import run_page
-from . import export, receiver, wire
+from ... import access
+from ...outage import RETRY_AFTER_S, database_problem
+from . import receiver, wire
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +39,7 @@ ANSWER_FIRST_SPANS = 100
 
 def _sender(request: HttpRequest):
     """The user whose API token the request carries, or None (``tracer.tokens``)."""
-    from ..tokens import token_user
+    from ...tokens import token_user
 
     return token_user(request)
 
@@ -236,13 +234,3 @@ class WriteBehind:
 
 
 write_behind = WriteBehind()
-
-
-@login_required
-@require_GET
-def run_otlp(request: HttpRequest, pk: int) -> HttpResponse:
-    """The run as OTLP JSON (GenAI conventions), to load into Phoenix, Langfuse or another receiver."""
-    run = run_page.run_get(pk=pk)
-    response = JsonResponse(export.run_otlp_export(run=run), json_dumps_params={"ensure_ascii": False})
-    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.otlp.json"'
-    return response

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from agents.events import Attempt, model_retries
 from agents.vocabulary import ErrorCategory, StopReason
-from tracer import ingest
+from tracer.export import document as export_document
+from tracer.intake import files
 
 pytestmark = pytest.mark.django_db
 
@@ -209,9 +210,9 @@ def moments_equal(a: str | None, b: str | None) -> bool:
 )
 @given(doc=documents())
 def test_import_then_export_gives_the_same_steps_and_fields(doc):
-    run = ingest.run_import(document=ingest.document_validate(doc))
+    run = files.run_import(arrival=files.item_arrival(data=doc))
     run.refresh_from_db()
-    exported = as_json(ingest.run_export(run=run))
+    exported = as_json(export_document.run_export(run=run))
     assert exported["format"] == "rlt.run/1"
     assert exported["steps"] == as_json(doc["steps"])
     for name, value in as_json(doc["run"]).items():
@@ -223,10 +224,8 @@ def test_import_then_export_gives_the_same_steps_and_fields(doc):
         assert exported["run"]["model_retry_count"] == counted_model_retries(doc)
     assert run.model_retry_count == exported["run"]["model_retry_count"]
     # and an export imported again exports the same
-    again = ingest.run_import(
-        document=ingest.document_validate(dict(exported, run=dict(exported["run"], external_id="")))
-    )
-    second = as_json(ingest.run_export(run=again))
+    again = files.run_import(arrival=files.item_arrival(data=dict(exported, run=dict(exported["run"], external_id=""))))
+    second = as_json(export_document.run_export(run=again))
     assert second["steps"] == exported["steps"]
     assert {k: v for k, v in second["run"].items() if k != "external_id"} == {
         k: v for k, v in exported["run"].items() if k != "external_id"
@@ -325,14 +324,14 @@ def test_a_run_exported_as_otlp_and_received_back_gives_the_same_steps_and_field
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
 
+    from tracer.export.otlp import run_otlp_export, trace_id_of
     from tracer.models import Run
-    from tracer.otlp.export import run_otlp_export, trace_id_of
     from tracer.tokens import token_create
 
     note(json.dumps(doc, ensure_ascii=False))
-    run = ingest.run_import(document=ingest.document_validate(doc))
+    run = files.run_import(arrival=files.item_arrival(data=doc))
     run.refresh_from_db()
-    before = as_json(ingest.run_export(run=run))
+    before = as_json(export_document.run_export(run=run))
     user, _ = get_user_model().objects.get_or_create(username="otlp-roundtrip")
     user.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
     _, secret = token_create(user=user, name="t")
@@ -340,7 +339,7 @@ def test_a_run_exported_as_otlp_and_received_back_gives_the_same_steps_and_field
     response = client.post("/v1/traces", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert response.status_code == 200 and json.loads(response.content) == {}, response.content
     back = Run.objects.get(source=Run.Source.OTLP, owner=user, external_id=trace_id_of(run))
-    after = as_json(ingest.run_export(run=back))
+    after = as_json(export_document.run_export(run=back))
     assert len(after["steps"]) == len(before["steps"])
     for was, now in zip(before["steps"], after["steps"], strict=True):
         changed = {key: (was.get(key), now.get(key)) for key in was.keys() | now.keys() if was.get(key) != now.get(key)}

@@ -25,6 +25,7 @@ its next request, by the same spans sent again, or by the sweep (``traces_unreco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import zlib
@@ -38,21 +39,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.events import ModelAttempt, RunEnd, RunStart, Verdict
 from agents.redaction import secret_name
-from agents.vocabulary import StepKind
 
-from .. import redaction
-from ..ingest import IngestError
-from ..models import OtlpSpanBatch, OtlpTrace, Run
-from ..recording import (
-    DATABASE_LOST,
-    RunRecord,
-    diagnosis_deferred,
-    imported_run_rewrite,
-    rows_insert,
-    runs_record_many,
-)
+from ... import redaction
+from ...models import OtlpSpanBatch, OtlpTrace, Run
+from ...recording import DATABASE_LOST, diagnosis_deferred, rows_insert
+from ..errors import IngestError
+from ..record import Arrival, runs_record
 from . import conventions
 from .wire import Span
 
@@ -338,49 +331,9 @@ def _span_batch(trace: OtlpTrace, spans: list[Span]) -> OtlpSpanBatch:
     return OtlpSpanBatch(trace=trace, data=spans_packed(spans), span_count=len(spans))
 
 
-def _record(*, trace_id: str, reading: conventions.TraceReading, user) -> RunRecord:
-    """A new trace's run for ``recording.runs_record_many``: the fields ``ingest.run_import`` gives a
-    new run from the same document, so both paths write the same run."""
-    meta = reading.meta
-    run = Run(
-        source=Run.Source.OTLP,
-        source_detail=meta.get("source", "")[:200],
-        external_id=trace_id,
-        owner=user,
-        labels=meta.get("labels", {}),
-        model_backend=Run.ModelBackend.IMPORTED,
-        started_at=meta.get("started_at"),
-        status=Run.Status.QUEUED,
-    )
-    start = RunStart(
-        scenario=meta.get("scenario", ""),
-        policy_name=meta.get("policy", ""),
-        policy_settings={},
-        model_backend=Run.ModelBackend.IMPORTED,
-        model_name=meta.get("model", ""),
-        task=meta.get("task", ""),
-    )
-    end = None
-    if reading.complete:
-        answers = [s.text or "" for s in reading.steps if s.kind == StepKind.FINAL_ANSWER]
-        verdict = meta.get("verdict")
-        end = RunEnd(
-            stop_reason=meta.get("stop_reason", ""),
-            final_answer=meta.get("final_answer", answers[-1] if answers else ""),
-            verdict=Verdict(passed=verdict == "pass", reason=meta.get("verdict_reason", "")) if verdict else None,
-            error=meta.get("error", ""),
-            guard=meta.get("guard", ""),
-            transcript=meta.get("transcript") or [],
-            model_attempts=[ModelAttempt.from_dict(a) for a in meta.get("failed_model_call", [])],
-        )
-    return RunRecord(
-        run=run,
-        start=start,
-        steps=reading.steps,
-        end=end,
-        finished_at=meta.get("finished_at"),
-        model_retry_count=meta.get("model_retry_count"),
-    )
+def _arrival(item: Unrecorded, *, user, run_id: int | None = None) -> Arrival:
+    """The trace's run as ``intake.record.runs_record`` writes it: its reading, owned by ``user``."""
+    return dataclasses.replace(item.reading.arrival, owner=user, run_id=run_id)
 
 
 def _traces_store_new(items: list[tuple[str, conventions.TraceReading, list[Span]]], *, user) -> list[Unrecorded]:
@@ -433,7 +386,7 @@ def _runs_create(items: list[Unrecorded], *, user) -> None:
         unwritten = OtlpTrace.objects.filter(pk__in=[item.trace_pk for item in items], recorded_spans=0)
         if len(unwritten.select_for_update().values_list("pk", flat=True)) != len(items):
             raise _Conflict("written meanwhile")
-        runs = runs_record_many(records=[_record(trace_id=i.trace_id, reading=i.reading, user=user) for i in items])
+        runs = runs_record(arrivals=[_arrival(item, user=user) for item in items])
         _traces_recorded([(item.trace_pk, item.spans, run.pk) for item, run in zip(items, runs, strict=True)])
 
 
@@ -457,7 +410,6 @@ def _run_write(item: Unrecorded, *, user) -> None:
     """Write one trace's run from its reading, in one transaction: the trace marked recorded first (a
     run already written from as many of its spans or more is left as it is), then its run written
     again (``recording.imported_run_rewrite``) or, the first time, written and linked."""
-    record = _record(trace_id=item.trace_id, reading=item.reading, user=user)
     with transaction.atomic():
         if not OtlpTrace.objects.filter(pk=item.trace_pk, recorded_spans__lt=item.spans).update(
             recorded_spans=item.spans
@@ -471,9 +423,9 @@ def _run_write(item: Unrecorded, *, user) -> None:
                 .first()
             )
         if run_id is None:
-            (run,) = runs_record_many(records=[record])
+            (run,) = runs_record(arrivals=[_arrival(item, user=user)])
             OtlpTrace.objects.filter(pk=item.trace_pk).update(run=run)
             return
-        imported_run_rewrite(run_id=run_id, record=record)
+        runs_record(arrivals=[_arrival(item, user=user, run_id=run_id)])
         if item.run_id is None:
             OtlpTrace.objects.filter(pk=item.trace_pk).update(run_id=run_id)

@@ -13,8 +13,10 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.dom import page
-from tests.tracer.test_ingest import TOO_OLD, document, jsonl, starter_transcript, structured_transcript
-from tracer import access, ingest
+from tests.tracer.intake.samples import TOO_OLD, document, jsonl, starter_transcript, structured_transcript
+from tracer import access
+from tracer.intake import files, live, schema
+from tracer.intake.transcripts import transcript_arrival
 from tracer.models import Experiment, Run
 
 pytestmark = pytest.mark.django_db
@@ -31,8 +33,8 @@ def imported_pair() -> tuple[Run, Run]:
     """The same task imported as two transcripts under two policy labels."""
     runs = []
     for policy, transcript in (("starter", starter_transcript()), ("structured", structured_transcript())):
-        meta = ingest.RunMeta(scenario="refund-too-old", policy=policy)
-        runs.append(ingest.run_import(document=ingest.transcript_to_document(transcript=transcript, meta=meta)))
+        meta = {"scenario": "refund-too-old", "policy": policy}
+        runs.append(files.run_import(arrival=transcript_arrival(transcript=transcript, **meta)))
     return runs[0], runs[1]
 
 
@@ -163,7 +165,7 @@ def test_an_imported_run_is_offered_for_comparison_with_built_in_runs_of_its_sce
 def test_an_imported_run_a_guard_stopped_is_in_the_stop_queue_labelled_imported(admin_client):
     data = document(stop_reason="consecutive_errors", guard="3 tool errors in a row")
     data["steps"] = data["steps"][:1]
-    run = ingest.run_import(document=ingest.document_parse(data=data))
+    run = files.run_import(arrival=files.item_arrival(data=data))
     queue = page(admin_client.get(reverse("tracer:stops")))
     case = queue.one(f"#stop-{run.pk}")
     assert case.one(".badge.imported") and "process_refund" in case.text
@@ -181,7 +183,7 @@ def test_a_run_downloads_as_its_run_document(admin_client):
     assert response["Content-Disposition"] == f'attachment; filename="run-{a.pk}.json"'
     exported = json.loads(response.content)
     assert exported["format"] == "rlt.run/1" and len(exported["steps"]) == 2
-    assert ingest.document_validate(exported).steps[0].retry_count == 2
+    assert schema.document_validate(exported).steps[0].retry_count == 2
 
 
 def test_a_compare_pair_downloads_as_two_lines_that_import_back(admin_client):
@@ -191,7 +193,7 @@ def test_a_compare_pair_downloads_as_two_lines_that_import_back(admin_client):
     assert url in compare_page.hrefs
     response = admin_client.get(url)
     assert response["Content-Disposition"] == f'attachment; filename="compare-{a.pk}-{b.pk}.jsonl"'
-    report = ingest.file_import(name="pair.jsonl", data=response.content)
+    report = files.file_import(name="pair.jsonl", data=response.content)
     assert report.imported == 2 and Run.objects.count() == 4
 
 
@@ -203,7 +205,7 @@ def test_a_bad_compare_download_says_which_run_id_is_wrong(admin_client):
 def test_an_experiment_downloads_as_json_lines_of_its_runs(admin_client):
     experiment = Experiment.objects.create(name="e", total_runs=2)
     for n in range(2):
-        run = ingest.run_import(document=ingest.document_parse(data=document(external_id=f"e{n}")))
+        run = files.run_import(arrival=files.item_arrival(data=document(external_id=f"e{n}")))
         Run.objects.filter(pk=run.pk).update(experiment=experiment)
     url = reverse("tracer:experiment-export", args=[experiment.pk])
     assert url in page(admin_client.get(reverse("tracer:experiment", args=[experiment.pk]))).hrefs
@@ -257,11 +259,11 @@ def test_import_traces_refuses_an_unknown_user():
 
 
 def test_an_open_imported_run_polls_for_steps_its_sender_adds(admin_client):
-    run = ingest.imported_run_open(user=None, source=Run.Source.API, run=ingest.RunMeta(scenario="lookup-flaky"))
+    run = live.imported_run_open(user=None, source=Run.Source.API, run=schema.RunMeta(scenario="lookup-flaky"))
     doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
     assert "new steps appear as their sender sends them" in doc.one(".live").text
     assert doc.pollers
-    ingest.imported_steps_append(run=run, steps=[ingest.StepIn(kind="final_answer", text="Found it.")])
-    ingest.imported_run_close(run=run, end=ingest.RunEndIn())
+    live.imported_steps_append(run=run, steps=[schema.StepIn(kind="final_answer", text="Found it.")])
+    live.imported_run_close(run=run, end=schema.RunEndIn())
     fragment = page(admin_client.get(reverse("tracer:run-steps", args=[run.pk]), {"after": 0}, headers=HTMX))
     assert "Found it." in fragment.text and not fragment.pollers

@@ -1,0 +1,416 @@
+"""The spans of one trace, read as one run: its steps, how it ended and its labels, as the typed
+values every source maps to (``intake.record.Arrival``). No database; each span is read by
+``spans``.
+
+A trace with tool spans (TOOL, ``execute_tool``) has one step per tool call: spans that share a
+``gen_ai.tool.call.id`` are the attempts of one call (the harness retried it). A failed tool span
+(status ERROR, ``error.type`` or an ``exception`` event) is a step with ``is_error``. A trace with
+LLM spans only (an agent whose tools are not instrumented) has its steps in the conversation: the
+last Messages API request and response (``input.value`` and ``output.value``, which keep each
+tool_result's ``is_error``, unlike ``llm.input_messages``) are read by ``intake.conversation``, as a
+transcript's are, tool_use to tool_result by ``tool_use_id``.
+
+Labels (``rlt.scenario``, ``rlt.policy``, ``rlt.verdict``, ``rlt.verdict.reason``,
+``rlt.stop_reason``, ``rlt.error.category``, ``rlt.error.retryable``, ``rlt.model_retry_count``) are read
+from the span, then the root span, then the resource; docs/otlp.md lists every name and its fallbacks.
+A chat span's ``rlt.model_attempts`` (this tracer's export) are its call's HTTP attempts: on a
+succeeded call, the step's; on a last call that failed (status ERROR), the call that ended the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agents.events import Attempt, ModelAttempt, RunEnd, StepEvent, Verdict
+from agents.vocabulary import API_STOPS_ENDING_A_RUN, StepKind, StopReason
+
+from ...models import Run
+from .. import conversation
+from ..errors import IngestError
+from ..record import Arrival, run_start_of
+from ..schema import INT_MAX
+from .spans import (
+    AGENT,
+    EXTRA_ATTEMPT_FIELDS,
+    LLM,
+    MODEL_ATTEMPTS,
+    MODEL_RETRY_COUNT,
+    STOP_REASONS,
+    TOOL,
+    Labels,
+    LlmCall,
+    ToolCall,
+    decoded,
+    encoding_of,
+    error_message,
+    json_value,
+    llm_call,
+    span_kind,
+    text_of,
+    tool_call,
+)
+from .wire import STATUS_ERROR, Span
+
+__all__ = ["EPOCH", "EXTRA_ATTEMPT_FIELDS", "MODEL_ATTEMPTS", "MODEL_RETRY_COUNT", "TraceReading", "trace_read"]
+
+
+def _take_model_attempts(call: LlmCall) -> list[ModelAttempt]:
+    """The call's model attempts for the first step its reply made; none for the steps after it."""
+    taken, call.model_attempts = call.model_attempts, []
+    return taken
+
+
+def _answer_step(call: LlmCall, *, index: int, tokens: tuple[int, int]) -> StepEvent:
+    """The step of a model call that ended the run: its final answer, or, when the API's stop reason
+    says the reply was cut off or refused, the turn that ended it unexecuted (``model_stop``)."""
+    if call.finish_reason not in API_STOPS_ENDING_A_RUN:
+        return StepEvent(
+            index=index,
+            kind=StepKind.FINAL_ANSWER,
+            text=call.text,
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+            api_stop_reason=call.finish_reason or None,
+            model_attempts=_take_model_attempts(call),
+        )
+    cut = call.tool_calls[-1] if call.tool_calls else None  # the call it was writing, never run
+    arguments = cut["arguments"] if cut else None
+    return StepEvent(
+        index=index,
+        kind=StepKind.MODEL_STOP,
+        tool_name=cut["name"] or None if cut else None,
+        tool_use_id=cut["id"] or None if cut else None,
+        input=(arguments if isinstance(arguments, dict) else {"input": arguments}) if cut else None,
+        text=call.text or None,
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        api_stop_reason=call.finish_reason,
+        model_attempts=_take_model_attempts(call),
+    )
+
+
+def _ends_the_run(call: LlmCall) -> bool:
+    """A model call whose reply is the run's last step: a text answer, or a turn the API cut off or
+    refused (whatever it holds)."""
+    return not call.failed and (
+        (not call.tool_calls and bool(call.text)) or call.finish_reason in API_STOPS_ENDING_A_RUN
+    )
+
+
+@dataclass
+class TraceReading:
+    """What a trace says about its run so far: the run as the typed values every source maps to
+    (``arrival``: its end once the root span is in, none until then) and whether the root is in."""
+
+    complete: bool  # the root span has arrived
+    arrival: Arrival
+
+
+def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
+    """The run that ``spans`` (one trace's, in any order) describe. ``IngestError`` when what they
+    say cannot be recorded (e.g. a conversation whose tool_result matches no tool_use)."""
+    spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns, s.span_id))
+    roots = [s for s in spans if not s.parent_span_id]
+    root = roots[0] if roots else None
+    labels = Labels(spans, root)
+    llm_calls: list[LlmCall] = []
+    tools: list[ToolCall] = []
+    for span in spans:
+        kind = span_kind(span)
+        if kind == LLM:
+            llm_calls.append(llm_call(span))
+        elif kind == TOOL:
+            tools.append(tool_call(span, labels))
+    complete = root is not None
+    service = text_of(labels.resource.get("service.name"))
+    # the model its calls name, else the one the root names (a run that made no call)
+    model = next((c.model for c in reversed(llm_calls) if c.model), "") or text_of(
+        root.attributes.get("gen_ai.request.model") if root is not None else ""
+    )
+    task = _task(root, llm_calls)
+    started = root.start_ns if root is not None else (spans[0].start_ns if spans else 0)
+
+    conversation_read = False
+    final = None
+    steps: list[StepEvent] = []
+    transcript: dict[str, Any] | None = None
+    if tools:
+        steps, final = _steps_from_tool_spans(tools, llm_calls)
+    elif llm_calls:
+        transcript = _transcript(llm_calls, complete=complete)
+        if transcript is not None:
+            # the conversation, read as every source's conversation is (intake.conversation)
+            errors: list[dict[str, str]] = []
+            reading = conversation.turns_steps(conversation.messages_turns(transcript["messages"], errors), errors)
+            if errors:
+                raise IngestError(errors)
+            conversation_read = True
+            steps, final = reading.steps, reading.final
+            model = model or text_of(transcript.get("model"))
+            task = task or reading.task
+        else:  # no Messages API request to read: the model's last words, if any
+            last = llm_calls[-1]
+            if _ends_the_run(last):
+                steps = [_answer_step(last, index=1, tokens=(last.input_tokens, last.output_tokens))]
+                final = last.text if steps[0].kind == StepKind.FINAL_ANSWER else None
+    if not conversation_read and final is None and root is not None and root.status_code != STATUS_ERROR:
+        answer = decoded(root.attributes.get("output.value"), encoding_of(root.attributes.get("output.mime_type")))
+        stop = labels.run_label("rlt.stop_reason", "stop_reason")
+        if span_kind(root) == AGENT and answer not in (None, "") and stop in ("", StopReason.FINAL_ANSWER):
+            final = text_of(answer)
+            steps.append(StepEvent(index=len(steps) + 1, kind=StepKind.FINAL_ANSWER, text=final))
+    arrival = Arrival(
+        source=Run.Source.OTLP,
+        external_id=trace_id,
+        source_detail=service[:200],
+        labels=_labels(labels),
+        started_at=_when(started) if started else None,
+        start=run_start_of(
+            scenario=labels.run_label("rlt.scenario", "scenario")[:100],
+            policy=(labels.run_label("rlt.policy", "policy") or service)[:40],
+            model=model[:100],
+            task=task,
+        ),
+        steps=steps,
+    )
+    if complete:
+        arrival.end, arrival.finished_at = _end(root, labels, final, steps)
+        failed_call, arrival.model_retry_count = _model_calls_end(llm_calls, labels)
+        arrival.end.model_attempts = failed_call
+        if transcript is not None and conversation_read:
+            arrival.end.transcript = transcript
+    return TraceReading(complete=complete, arrival=arrival)
+
+
+def _when(ns: int) -> datetime:
+    """A span time in nanoseconds as a datetime, to the microsecond in integers (through a float, a
+    time of this decade lands a microsecond off)."""
+    return EPOCH + timedelta(microseconds=ns // 1000)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _labels(labels: Labels) -> dict[str, Any]:
+    """The run's labels: the root's ``rlt.labels`` (a JSON object of names and plain values, as this
+    tracer's export writes a run's own labels) when it has one, else the sender's ``rlt.*``
+    attributes (root span, then resource) and its service."""
+    given = json_value(labels.root.attributes.get("rlt.labels")) if labels.root else None
+    if isinstance(given, dict):
+        return {
+            str(key)[:100]: value[:1000] if isinstance(value, str) else value
+            for key, value in given.items()
+            if value is None or isinstance(value, (str, int, float, bool))
+        }
+    out: dict[str, Any] = {}
+    for source in (labels.resource, labels.root.attributes if labels.root else {}):
+        for key, value in source.items():
+            if (key.startswith("rlt.") or key == "service.name") and isinstance(value, (str, int, float, bool)):
+                out[key[:100]] = value if not isinstance(value, str) else value[:1000]
+    return out
+
+
+def _transcript(calls: list[LlmCall], *, complete: bool) -> dict[str, Any] | None:
+    """The conversation of an LLM-only trace: the last Messages API request and, once the trace is
+    complete or when it asked for no tool, its response. Earlier assistant turns get the token
+    counts of the LLM spans that produced them, in order."""
+    asked = [(c, request) for c in calls if (request := c.request) is not None]
+    if not asked:
+        return None
+    last, request = max(asked, key=lambda pair: (len(pair[1]["messages"]), pair[0].start_ns))
+    messages = [dict(m) if isinstance(m, dict) else m for m in request["messages"]]
+    turns = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
+    earlier = [c for c in calls if c is not last and not c.failed and c.start_ns <= last.start_ns]
+    if len(earlier) == len(turns):
+        for i, call in zip(turns, earlier, strict=True):
+            messages[i].setdefault("usage", {"input_tokens": call.input_tokens, "output_tokens": call.output_tokens})
+    response = last.response
+    if response is not None and (complete or not last.tool_calls):
+        usage = response.get("usage") or {"input_tokens": last.input_tokens, "output_tokens": last.output_tokens}
+        messages.append({"role": "assistant", "content": response["content"], "usage": usage})
+    transcript = {"messages": messages}
+    for key in ("model", "system", "tools"):
+        if request.get(key) is not None:
+            transcript[key] = request[key]
+    return transcript
+
+
+def _task(root: Span | None, llm_calls: list[LlmCall]) -> str:
+    if root is not None:
+        task = json_value(root.attributes.get("input.value"))
+        if isinstance(task, str) and task:
+            return task
+        messages = json_value(root.attributes.get("gen_ai.input.messages"))
+        for message in messages if isinstance(messages, list) else []:
+            if isinstance(message, dict) and message.get("role") == "user":
+                texts = [text_of(p.get("content")) for p in message.get("parts") or [] if isinstance(p, dict)]
+                if any(texts):
+                    return "\n".join(t for t in texts if t)
+        if isinstance(task, dict):
+            for key in ("task", "input", "query", "question", "prompt"):
+                if isinstance(task.get(key), str):
+                    return task[key]
+    for call in llm_calls:
+        for message in (call.request or {}).get("messages", []):
+            if isinstance(message, dict) and message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list):
+                    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+                    if texts:
+                        return "\n".join(texts)
+        break
+    return ""
+
+
+def _end(root: Span, labels: Labels, final: str | None, steps: list[StepEvent]) -> tuple[RunEnd, datetime]:
+    """How the run ended, and when: ``rlt.stop_reason`` (or the root's ``metadata.stop_reason``), a
+    stop reason as the root's ERROR status, ``final_answer`` when there is one, else ``crashed``;
+    the verdict ``rlt.verdict`` (``pass`` or ``fail``; else unknown) with ``rlt.verdict.reason``."""
+    end = RunEnd(stop_reason="", error="", guard=text_of(labels.first(None, "rlt.guard"))[:200])
+    named = labels.run_label("rlt.stop_reason", "stop_reason")
+    if named in STOP_REASONS:
+        end.stop_reason = named
+        if named != StopReason.FINAL_ANSWER and root.status_message not in ("", named):
+            end.error = root.status_message  # why it stopped: a crash's error, an interruption's reason
+    elif root.status_code == STATUS_ERROR and root.status_message in STOP_REASONS:
+        end.stop_reason = root.status_message
+    elif final is not None:
+        end.stop_reason = StopReason.FINAL_ANSWER
+    else:
+        end.stop_reason = StopReason.CRASHED
+        message = error_message(root) if root.status_code == STATUS_ERROR else ""
+        end.error = message or "the trace ended without a final answer and named no stop reason (rlt.stop_reason)"
+    if final is not None and end.stop_reason == StopReason.FINAL_ANSWER:
+        end.final_answer = final
+    else:
+        answers = [s.text or "" for s in steps if s.kind == StepKind.FINAL_ANSWER]
+        end.final_answer = answers[-1] if answers else ""
+    verdict = text_of(labels.first(None, "rlt.verdict")).lower()
+    if verdict in ("pass", "fail"):
+        end.verdict = Verdict(passed=verdict == "pass", reason=text_of(labels.first(None, "rlt.verdict.reason")))
+    return end, _when(root.end_ns or root.start_ns)
+
+
+def _model_calls_end(calls: list[LlmCall], labels: Labels) -> tuple[list[ModelAttempt], int | None]:
+    """The run's failed model call (the last model span, when it failed and carries ``rlt.model_attempts``:
+    the call that ended the run) and the sender's ``rlt.model_retry_count``, when the trace says them."""
+    last = max(calls, key=lambda c: c.start_ns, default=None)
+    failed = list(last.model_attempts) if last is not None and last.failed else []
+    count = labels.first(None, MODEL_RETRY_COUNT)
+    if isinstance(count, str) and count.isdigit():
+        count = int(count)
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return failed, min(count, INT_MAX)
+    return failed, None
+
+
+def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> tuple[list[StepEvent], str | None]:
+    """One step per tool call (spans sharing a call id are its attempts), then the final answer."""
+    groups: list[list[ToolCall]] = []
+    by_id: dict[str, list[ToolCall]] = {}
+    for tool in tools:
+        if tool.call_id and tool.call_id in by_id:
+            by_id[tool.call_id].append(tool)
+            continue
+        group = [tool]
+        groups.append(group)
+        if tool.call_id:
+            by_id[tool.call_id] = group
+    calls = sorted(llm_calls, key=lambda c: c.start_ns)
+    steps: list[StepEvent] = []
+    taken: set[tuple[int, int]] = set()  # (llm call, tool call) pairs already matched to a step
+
+    def tokens_before(start_ns: int) -> tuple[int, int]:
+        """Tokens of the LLM calls that ended before ``start_ns`` and are not counted yet."""
+        tokens_in = tokens_out = 0
+        for c in calls:
+            if not c.tokens_used and c.end_ns <= start_ns:
+                tokens_in += c.input_tokens
+                tokens_out += c.output_tokens
+                c.tokens_used = True
+        return tokens_in, tokens_out
+
+    # the LLM call that asked for each tool call: the last (by start) of those that answered and had
+    # ended by the time the call started; one sweep over the answered calls by end, not a scan per call
+    answered = sorted((c.end_ns, i) for i, c in enumerate(calls) if not c.failed)
+    asking: dict[int, int | None] = {}
+    latest, k = None, 0
+    for start in sorted({group[0].start_ns for group in groups}):
+        while k < len(answered) and answered[k][0] <= start:
+            latest = answered[k][1] if latest is None else max(latest, answered[k][1])
+            k += 1
+        asking[start] = latest
+
+    for group in groups:
+        first, last = group[0], group[-1]
+        llm_index = asking[first.start_ns]
+        call_id, text = first.call_id, None
+        if llm_index is not None:
+            text = calls[llm_index].text or None
+            if not call_id:
+                for k, tc in enumerate(calls[llm_index].tool_calls):
+                    if tc["name"] == first.name and (llm_index, k) not in taken:
+                        taken.add((llm_index, k))
+                        call_id = tc["id"]
+                        break
+        attempts = []
+        previous_end = None
+        for n, t in enumerate(group, start=1):
+            attempts.append(
+                Attempt(
+                    number=n,
+                    ok=not t.is_error,
+                    content=t.content,
+                    category=t.category,
+                    retryable=t.retryable,
+                    message=t.message or None,
+                    backoff_s=round(max(0, t.start_ns - previous_end) / 1e9, 9) if previous_end else 0.0,
+                    latency_ms=round(max(0, t.end_ns - t.start_ns) / 1e6, 6),
+                    empty=t.empty,
+                    # a span says only what went back to the model: that is the content, and the
+                    # tool_result made of it is the same (None: stored once, not twice) unless the
+                    # sender also said what the tool itself produced (rlt.attempt.content)
+                    result_content=t.result if t.content_given else None,
+                    **t.extra,  # rlt.attempt.* that this tracer's own export wrote (EXTRA_ATTEMPT_FIELDS)
+                )
+            )
+            previous_end = t.end_ns
+        tokens_in, tokens_out = tokens_before(first.start_ns)
+        steps.append(
+            StepEvent(
+                index=len(steps) + 1,
+                kind=StepKind.TOOL_USE,
+                tool_name=first.name,
+                tool_use_id=call_id or None,
+                input=first.input,
+                attempts=attempts,
+                result_content=last.result,
+                is_error=last.is_error,
+                category=last.category,
+                retryable=last.retryable,
+                retry_count=len(group) - 1,
+                latency_ms=round(sum(a.latency_ms + a.backoff_s * 1000 for a in attempts), 3),
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                text=text,
+                api_stop_reason=(calls[llm_index].finish_reason or None) if llm_index is not None else None,
+                model_attempts=_take_model_attempts(calls[llm_index]) if llm_index is not None else [],
+            )
+        )
+    final = None
+    last_tool_start = max((t.start_ns for t in tools), default=0)
+    answers = [c for c in calls if _ends_the_run(c) and c.start_ns >= last_tool_start]
+    if answers:
+        answer = answers[-1]
+        steps.append(_answer_step(answer, index=len(steps) + 1, tokens=tokens_before(answer.end_ns)))
+        final = answer.text if steps[-1].kind == StepKind.FINAL_ANSWER else None
+    elif steps:
+        # tokens of model calls after the last step (e.g. one that asked for a call the run never made)
+        tokens_in, tokens_out = tokens_before(max(c.end_ns for c in calls) if calls else 0)
+        steps[-1].input_tokens += tokens_in
+        steps[-1].output_tokens += tokens_out
+    return steps, final

@@ -1,0 +1,372 @@
+"""One span of a trace read once, by whichever convention it carries, into what the run is made of:
+a model call (``LlmCall``), a tool call (``ToolCall``), or neither. No database.
+
+- OpenInference: ``openinference.span.kind`` (AGENT, CHAIN, LLM, TOOL), ``input.value`` and
+  ``output.value``, ``tool.name``, ``llm.output_messages.0.message.*`` (text and ``tool_calls``),
+  ``llm.token_count.prompt`` / ``completion``, ``llm.model_name``, ``metadata`` (JSON).
+- OpenTelemetry GenAI: ``gen_ai.operation.name`` (``chat``, ``execute_tool``, ``invoke_agent``),
+  ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` / ``.result``,
+  ``gen_ai.output.messages``, ``gen_ai.usage.input_tokens`` / ``output_tokens``, ``error.type``.
+
+Labels (``rlt.*``, ``Labels``) are looked up on a span, then the root span, then the resource.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic import ValidationError
+
+from agents.events import ModelAttempt
+from agents.vocabulary import ErrorCategory, StopReason
+
+from ...json_input import json_parse
+from ..schema import ModelAttemptIn
+from .wire import STATUS_ERROR, Span, clean
+
+LLM = "LLM"
+TOOL = "TOOL"
+AGENT = "AGENT"
+OTHER = "OTHER"
+
+GENAI_KINDS = {
+    "chat": LLM,
+    "text_completion": LLM,
+    "generate_content": LLM,
+    "execute_tool": TOOL,
+    "invoke_agent": AGENT,
+    "create_agent": AGENT,
+}
+CATEGORIES = {c.value for c in ErrorCategory}
+# Attempt fields no convention names, which the export writes as rlt.attempt.<name> (JSON) to read back
+EXTRA_ATTEMPT_FIELDS = ("is_error", "transport", "mcp_result")
+# A model call's HTTP attempts (status, request-id, wait…), which GenAI has no name for: a JSON list of
+# ``agents.events.ModelAttempt`` on the chat span, written by the export and read back
+MODEL_ATTEMPTS = "rlt.model_attempts"
+# The run's model retries (a coordinator's include its sub-agents'), on the root span: no GenAI name either
+MODEL_RETRY_COUNT = "rlt.model_retry_count"
+STOP_REASONS = {r.value for r in StopReason}
+
+
+def span_kind(span: Span) -> str:
+    """LLM, TOOL, AGENT or OTHER, by OpenInference's span kind or GenAI's operation name."""
+    attrs = span.attributes
+    kind = attrs.get("openinference.span.kind")
+    if isinstance(kind, str) and kind.upper() in (LLM, TOOL, AGENT):
+        return kind.upper()
+    op = attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op in GENAI_KINDS:
+        return GENAI_KINDS[op]
+    if isinstance(kind, str):
+        return OTHER
+    if "gen_ai.tool.name" in attrs or "tool.name" in attrs:
+        return TOOL
+    return OTHER
+
+
+def json_value(value: Any) -> Any:
+    """A JSON string's value, or the value itself when it is not JSON."""
+    if isinstance(value, str) and value[:1] in ("{", "[", '"'):
+        return loads(value, default=value)
+    return value
+
+
+def loads(text: str, *, default: Any) -> Any:
+    """``json_parse``, with NUL characters (``\\u0000``, which PostgreSQL cannot store) made U+FFFD."""
+    try:
+        value = json_parse(text)
+    except ValueError:
+        return default
+    return _cleaned(value) if "\\u0000" in text else value
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, dict):
+        return {clean(k): _cleaned(v) for k, v in value.items()}
+    return value
+
+
+def encoding_of(mime_type: Any) -> str | None:
+    if mime_type == "application/json":
+        return "json"
+    if mime_type == "text/plain":
+        return "text"
+    return None
+
+
+def decoded(value: Any, encoding: str | None) -> Any:
+    """A value as sent: JSON when the sender says so (``*.mime_type``, ``rlt.result.encoding``), text
+    when it says text, and when it says nothing, JSON if it reads as a JSON object, array or string."""
+    if encoding == "text" or not isinstance(value, str):
+        return value
+    if encoding == "json":
+        return loads(value, default=value)
+    return json_value(value)
+
+
+def metadata_of(span: Span) -> dict[str, Any]:
+    meta = json_value(span.attributes.get("metadata"))
+    return meta if isinstance(meta, dict) else {}
+
+
+def text_of(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def int_of(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def bool_of(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+@dataclass
+class LlmCall:
+    start_ns: int
+    end_ns: int
+    failed: bool
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    raw_request: Any = None  # input.value, read only when the conversation is needed
+    raw_response: Any = None  # output.value
+    tokens_used: bool = False  # already counted in a step
+    finish_reason: str = ""  # why the model stopped (the Messages API's stop_reason), when the span says
+    model_attempts: list[ModelAttempt] = field(default_factory=list)  # rlt.model_attempts, given to one step
+
+    @cached_property
+    def request(self) -> dict[str, Any] | None:
+        """The Messages API request the span carries in ``input.value``, if it is one (read once)."""
+        request = json_value(self.raw_request)
+        return request if isinstance(request, dict) and isinstance(request.get("messages"), list) else None
+
+    @cached_property
+    def response(self) -> dict[str, Any] | None:
+        """Its response, from ``output.value``, if it is one (read once)."""
+        response = json_value(self.raw_response)
+        if isinstance(response, dict) and isinstance(response.get("content"), list) and response.get("role"):
+            return response
+        return None
+
+
+@dataclass
+class ToolCall:
+    start_ns: int
+    end_ns: int
+    name: str
+    call_id: str
+    input: Any
+    result: Any
+    is_error: bool
+    message: str
+    category: str | None
+    retryable: bool | None
+    content: Any = None  # what the tool itself produced (rlt.attempt.content), when it differs from result
+    empty: bool = False  # ok, but nothing found (rlt.attempt.empty)
+    content_given: bool = False  # the sender said what the tool produced (rlt.attempt.content)
+    extra: dict[str, Any] = field(default_factory=dict)  # other Attempt fields, from rlt.attempt.<name>
+
+
+def llm_call(span: Span) -> LlmCall:
+    a = span.attributes
+    call = LlmCall(start_ns=span.start_ns, end_ns=span.end_ns, failed=span.status_code == STATUS_ERROR)
+    call.model = text_of(a.get("llm.model_name") or a.get("gen_ai.response.model") or a.get("gen_ai.request.model"))
+    call.input_tokens = int_of(a.get("llm.token_count.prompt", a.get("gen_ai.usage.input_tokens")))
+    call.output_tokens = int_of(a.get("llm.token_count.completion", a.get("gen_ai.usage.output_tokens")))
+    call.raw_request = a.get("input.value")
+    call.raw_response = a.get("output.value")
+    # OpenInference: the first output message, its text and tool calls
+    prefix = "llm.output_messages.0.message."
+    texts = []
+    if isinstance(a.get(prefix + "content"), str):
+        texts.append(a[prefix + "content"])
+    j = 0
+    while f"{prefix}contents.{j}.message_content.type" in a or f"{prefix}contents.{j}.message_content.text" in a:
+        if a.get(f"{prefix}contents.{j}.message_content.type", "text") == "text":
+            texts.append(text_of(a.get(f"{prefix}contents.{j}.message_content.text")))
+        j += 1
+    k = 0
+    while f"{prefix}tool_calls.{k}.tool_call.function.name" in a:
+        tc = f"{prefix}tool_calls.{k}.tool_call."
+        call.tool_calls.append(
+            {
+                "id": text_of(a.get(tc + "id")),
+                "name": text_of(a.get(tc + "function.name")),
+                "arguments": json_value(a.get(tc + "function.arguments")),
+            }
+        )
+        k += 1
+    # GenAI: gen_ai.output.messages (JSON), parts of type text and tool_call
+    messages = json_value(a.get("gen_ai.output.messages"))
+    if not texts and not call.tool_calls and isinstance(messages, list):
+        for message in messages[:1]:
+            for part in message.get("parts") or [] if isinstance(message, dict) else []:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "text":
+                    texts.append(text_of(part.get("content")))
+                elif part.get("type") == "tool_call":
+                    call.tool_calls.append(
+                        {
+                            "id": text_of(part.get("id")),
+                            "name": text_of(part.get("name")),
+                            "arguments": json_value(part.get("arguments")),
+                        }
+                    )
+    # The Messages API response itself, when neither convention listed its blocks
+    response = call.response if not texts and not call.tool_calls else None
+    if response is not None:
+        for block in response["content"]:
+            if isinstance(block, dict) and block.get("type") == "text":
+                texts.append(text_of(block.get("text")))
+            elif isinstance(block, dict) and block.get("type") == "tool_use":
+                call.tool_calls.append(
+                    {"id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")}
+                )
+    call.text = "\n".join(t for t in texts if t)
+    call.finish_reason = finish_reason_of(a, messages, call)
+    if MODEL_ATTEMPTS in a:
+        call.model_attempts = model_attempts_of(a[MODEL_ATTEMPTS])
+    return call
+
+
+def model_attempts_of(value: Any) -> list[ModelAttempt]:
+    """``rlt.model_attempts``' attempts, each read as the run document reads one; an entry that is not
+    one is left out rather than refusing the trace for it."""
+    items = json_value(value)
+    attempts = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            known = {k: v for k, v in item.items() if k in ModelAttemptIn.model_fields}
+            attempts.append(ModelAttemptIn.model_validate(known).to_model_attempt())
+        except ValidationError:
+            continue
+    return attempts
+
+
+def finish_reason_of(a: dict[str, Any], messages: Any, call: LlmCall) -> str:
+    """``gen_ai.response.finish_reasons``' first, else the output message's ``finish_reason``, else the
+    Messages API response's ``stop_reason``; "" when the span names none."""
+    reasons = a.get("gen_ai.response.finish_reasons")
+    if isinstance(reasons, (list, tuple)) and reasons and isinstance(reasons[0], str):
+        return reasons[0][:40]
+    if isinstance(messages, list) and messages and isinstance(messages[0], dict):
+        reason = messages[0].get("finish_reason")
+        if isinstance(reason, str) and reason:
+            return reason[:40]
+    raw = call.raw_response
+    if isinstance(raw, str) and "stop_reason" not in raw and "\\u" not in raw:
+        return ""  # no stop_reason key in its JSON (not even spelled with escapes): not read for nothing
+    response = call.response
+    reason = response.get("stop_reason") if response is not None else None
+    return reason[:40] if isinstance(reason, str) else ""
+
+
+def error_message(span: Span) -> str:
+    for event in span.events:
+        if event.get("name") == "exception":
+            message = event["attributes"].get("exception.message")
+            if message:
+                return text_of(message)
+    return span.status_message or text_of(span.attributes.get("error.type"))
+
+
+def tool_call(span: Span, labels: Labels) -> ToolCall:
+    a = span.attributes
+    name = a.get("gen_ai.tool.name") or a.get("tool.name")
+    if not name:
+        name = span.name.removeprefix("execute_tool ").strip() or span.name
+    if "gen_ai.tool.call.arguments" in a:
+        args = json_value(a["gen_ai.tool.call.arguments"])
+    else:
+        args = decoded(a.get("input.value"), encoding_of(a.get("input.mime_type")))
+    if args is not None and not isinstance(args, dict):
+        args = {"input": args}
+    if "gen_ai.tool.call.result" in a:
+        result = decoded(a["gen_ai.tool.call.result"], a.get("rlt.result.encoding"))
+    else:
+        result = decoded(a.get("output.value"), encoding_of(a.get("output.mime_type")))
+    failed = (
+        span.status_code == STATUS_ERROR
+        or bool(a.get("error.type"))
+        or any(e.get("name") == "exception" for e in span.events)
+    )
+    # a structured error (lesson 002): isError, errorCategory, isRetryable, at the top or under "error"
+    structured: dict[str, Any] = {}
+    if isinstance(result, dict):
+        structured = result.get("error") if isinstance(result.get("error"), dict) else result
+        if result.get("isError") is True or structured.get("isError") is True:
+            failed = True
+    category = retryable = None  # kept for a failed call only: its metadata is read only then
+    if failed:
+        category = labels.first(span, "rlt.error.category") or metadata_of(span).get("error_category")
+        if category not in CATEGORIES:
+            category = structured.get("errorCategory") if structured.get("errorCategory") in CATEGORIES else None
+        retryable = bool_of(labels.first(span, "rlt.error.retryable"))
+        if retryable is None:
+            retryable = bool_of(structured.get("isRetryable"))
+    message = error_message(span) if failed else ""
+    if failed and result is None:
+        result = message or "Error"
+    return ToolCall(
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        name=text_of(name)[:100],
+        call_id=text_of(a.get("gen_ai.tool.call.id") or a.get("tool_call.id"))[:100],
+        input=args,
+        result=result,
+        is_error=failed,
+        message=message,
+        category=category if failed else None,
+        retryable=retryable if failed else None,
+        content=decoded(a["rlt.attempt.content"], "json") if "rlt.attempt.content" in a else result,
+        empty=bool_of(a.get("rlt.attempt.empty")) or False,
+        content_given="rlt.attempt.content" in a,
+        extra={
+            name: decoded(a[f"rlt.attempt.{name}"], "json")
+            for name in EXTRA_ATTEMPT_FIELDS
+            if f"rlt.attempt.{name}" in a
+        },
+    )
+
+
+class Labels:
+    """``rlt.*`` and friends, looked up on a span, then the root span, then the resource."""
+
+    def __init__(self, spans: list[Span], root: Span | None) -> None:
+        self.root = root
+        self.resource = (root or spans[0]).resource if spans else {}
+        self.root_meta = metadata_of(root) if root else {}
+
+    def first(self, span: Span | None, key: str) -> Any:
+        for source in (span.attributes if span else None, self.root.attributes if self.root else None, self.resource):
+            if source and source.get(key) not in (None, ""):
+                return source[key]
+        return None
+
+    def run_label(self, key: str, meta_key: str) -> str:
+        value = self.first(None, key)
+        if value in (None, ""):
+            value = self.root_meta.get(meta_key)
+        return text_of(value) if value not in (None, "") else ""
