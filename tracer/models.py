@@ -166,6 +166,10 @@ class Run(models.Model):
     model_retry_count = models.PositiveIntegerField(default=0)  # retries of model API calls, all steps and the end
     # The attempts of the model call that ended the run, when one failed (agents.events.ModelAttempt each).
     failed_model_call = models.JSONField(default=list, blank=True)
+    # False for a run whose source cannot carry a tool_result's is_error (GenAI's gen_ai.input.messages,
+    # OpenInference's llm.input_messages drop it): a failure is known there only where the result says
+    # so (a structured isError) or a tool span marks it, and the run page says so.
+    is_error_carried = models.BooleanField(default=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     # Its findings' kinds (agents.diagnosis), comma-separated in step order, written with the findings

@@ -621,6 +621,9 @@ class RunRecord:
     # The run's model retries as its sender counted them (a coordinator's include its sub-agents'), in
     # place of those of its steps and failed call; None: counted from them.
     model_retry_count: int | None = None
+    # False: the source cannot carry a tool_result's is_error (GenAI's messages drop it), so a failure
+    # is known only where the result or a tool span says so; the run page says it.
+    is_error_carried: bool = True
 
 
 def _record_prepare(record: RunRecord) -> list[StepValues]:
@@ -636,6 +639,7 @@ def _record_prepare(record: RunRecord) -> list[StepValues]:
         fields["model_retry_count"] += _failed_call_retries(record.end)
     if record.model_retry_count is not None:
         fields["model_retry_count"] = record.model_retry_count
+    fields["is_error_carried"] = record.is_error_carried
     for name, value in fields.items():
         setattr(run, name, value)
     if run.started_at is None:
@@ -700,6 +704,7 @@ _REWRITTEN = (
     "wasted_retry_count",
     "model_retry_count",
     "failed_model_call",
+    "is_error_carried",
     "input_tokens",
     "output_tokens",
     "finished_at",

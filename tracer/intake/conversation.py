@@ -56,6 +56,7 @@ class Result:
     raw: Any
     is_error: bool = False  # the flag the sender's convention carries (the API's is_error)
     path: str = ""
+    error_code: str = ""  # a server tool's error (web_search_tool_result_error's error_code)
 
 
 @dataclass(slots=True)
@@ -66,6 +67,8 @@ class Turn:
     results: list[Result] = field(default_factory=list)
     tokens: tuple[int, int] = (0, 0)  # the model turn's input and output tokens, when known
     stop_reason: str = ""  # the Messages API's stop_reason of a model turn, when known
+    # Server tools the API ran within the model's turn (web search, code execution…), each with its result
+    server: list[tuple[Call, Result | None]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -129,6 +132,12 @@ def messages_turns(messages: list[Any], errors: list[dict[str, str]], *, path: s
                 call = _call(block, block_path, errors)
                 if call is not None:
                     turn.calls.append(call)
+            elif kind == "server_tool_use" and role == "assistant":
+                call = _call(block, block_path, errors)
+                if call is not None:
+                    turn.server.append((call, None))
+            elif kind.endswith("_tool_result") and role == "assistant":
+                _server_result(turn, block, block_path)
             elif kind == "tool_result" and role == "user":
                 use_id = block.get("tool_use_id")
                 if not isinstance(use_id, str):
@@ -147,6 +156,64 @@ def messages_turns(messages: list[Any], errors: list[dict[str, str]], *, path: s
             turn.tokens = usage_tokens(message.get("usage"))
             reason = message.get("stop_reason")
             turn.stop_reason = reason if isinstance(reason, str) else ""
+        turns.append(turn)
+    return turns
+
+
+def _server_result(turn: Turn, block: Mapping[str, Any], path: str) -> None:
+    """A server tool's result block (``web_search_tool_result``…) given to its ``server_tool_use``: failed
+    when its content is an ``…_tool_result_error`` (its ``error_code`` the message)."""
+    content = block.get("content")
+    code = ""
+    if isinstance(content, Mapping) and str(content.get("type", "")).endswith("_error"):
+        code = str(content.get("error_code") or content.get("type"))
+    result = Result(
+        call_id=str(block.get("tool_use_id", "")), raw=content, is_error=bool(code), path=path, error_code=code
+    )
+    for k, (call, answered) in enumerate(turn.server):
+        if call.id == result.call_id and answered is None:
+            turn.server[k] = (call, result)
+            return
+
+
+def genai_turns(messages: list[Any]) -> list[Turn]:
+    """GenAI's ``gen_ai.input.messages`` / ``gen_ai.output.messages`` as turns: each message's ``parts``
+    of type ``text`` (``content``), ``tool_call`` (``id``, ``name``, ``arguments``) and
+    ``tool_call_response`` (``id``, ``response``), role ``tool`` or ``user`` for the results. GenAI
+    has no ``is_error``: a result failed only where it says so itself (a structured ``isError``)."""
+    turns: list[Turn] = []
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant", "tool"):
+            continue
+        role = "assistant" if message["role"] == "assistant" else "user"
+        turn = Turn(role=role)
+        texts = []
+        for part in message.get("parts") or []:
+            if not isinstance(part, Mapping):
+                continue
+            kind = part.get("type")
+            if kind == "text" and isinstance(part.get("content"), str):
+                texts.append(part["content"])
+            elif kind == "tool_call" and role == "assistant":
+                arguments = part.get("arguments")
+                if isinstance(arguments, str):
+                    arguments = maybe_json(arguments)
+                name, call_id = part.get("name"), part.get("id")
+                if isinstance(name, str) and name and isinstance(call_id, str) and call_id:
+                    given = (
+                        arguments
+                        if isinstance(arguments, Mapping)
+                        else {}
+                        if arguments is None
+                        else {"input": arguments}
+                    )
+                    turn.calls.append(Call(id=call_id[:NAME_MAX], name=name[:NAME_MAX], input=dict(given)))
+            elif kind == "tool_call_response" and isinstance(part.get("id"), str):
+                turn.results.append(Result(call_id=part["id"][:NAME_MAX], raw=part.get("response")))
+        turn.text = "\n".join(texts).strip()
+        if role == "user" and turns and turns[-1].role == "user" and not turns[-1].text and turn.results:
+            turns[-1].results += turn.results  # one tool message per result: the same user turn
+            continue
         turns.append(turn)
     return turns
 
@@ -278,6 +345,8 @@ def turns_steps(turns: list[Turn], errors: list[dict[str, str]]) -> Reading:
                 )
             pending = {}
             final = turn if not turn.calls else None
+            for call, result in turn.server:
+                steps.append(_server_step(call, result, index=len(steps) + 1))
             retried_from, failed_last_turn = failed_last_turn, {}
             for k, call in enumerate(turn.calls):
                 key = call.name + "\x1f" + canonical(call.input)
@@ -293,6 +362,7 @@ def turns_steps(turns: list[Turn], errors: list[dict[str, str]]) -> Reading:
                         input_tokens=turn.tokens[0] if first else 0,
                         output_tokens=turn.tokens[1] if first else 0,
                         text=(turn.text or None) if first else None,
+                        api_stop_reason=turn.stop_reason or None,
                     )
                     steps.append(step)
                 elif first:
@@ -342,6 +412,34 @@ def turns_steps(turns: list[Turn], errors: list[dict[str, str]]) -> Reading:
                 text=final.text or None,
                 input_tokens=final.tokens[0],
                 output_tokens=final.tokens[1],
+                api_stop_reason=final.stop_reason or None,
             )
         )
     return Reading(steps=steps, task=task, final=answer)
+
+
+def _server_step(call: Call, result: Result | None, *, index: int) -> StepEvent:
+    """A server tool the API ran (``server_tool_use``) as a step: its result an attempt, failed with its
+    error code when the API said ``…_tool_result_error``."""
+    attempts = []
+    if result is not None:
+        failed = result.is_error
+        attempts.append(
+            Attempt(
+                number=1,
+                ok=not failed,
+                content=result.raw,
+                message=result.error_code or None if failed else None,
+                result_content=result.raw,
+            )
+        )
+    return StepEvent(
+        index=index,
+        kind=StepKind.TOOL_USE.value,
+        tool_name=call.name,
+        tool_use_id=call.id,
+        input=call.input,
+        attempts=attempts,
+        result_content=result.raw if result is not None else None,
+        is_error=bool(result and result.is_error),
+    )

@@ -52,6 +52,7 @@ class Arrival:
     finished_at: datetime | None = None
     model_retry_count: int | None = None
     run_id: int | None = None
+    is_error_carried: bool = True  # False: the source cannot say a tool_result's is_error
 
 
 def run_start_of(
@@ -97,6 +98,7 @@ def _record(arrival: Arrival) -> recording.RunRecord:
         end=arrival.end,
         finished_at=arrival.finished_at,
         model_retry_count=arrival.model_retry_count,
+        is_error_carried=arrival.is_error_carried,
     )
 
 

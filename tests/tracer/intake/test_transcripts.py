@@ -111,3 +111,33 @@ def test_a_last_turn_without_results_keeps_its_calls_unanswered_and_no_final_ans
 
 
 # --- files and batches ------------------------------------------------------------------------
+
+
+def test_a_server_tools_error_in_a_transcript_is_a_step_with_its_error_code():
+    transcript = {
+        "messages": [
+            {"role": "user", "content": TASK},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_01",
+                        "name": "web_search",
+                        "input": {"query": "refunds"},
+                    },
+                    {
+                        "type": "web_search_tool_result",
+                        "tool_use_id": "srvtoolu_01",
+                        "content": {"type": "web_search_tool_result_error", "error_code": "too_many_requests"},
+                    },
+                    {"type": "text", "text": "I could not search."},
+                ],
+                "stop_reason": "end_turn",
+            },
+        ]
+    }
+    arrival = transcript_arrival(transcript=transcript)
+    search, answer = arrival.steps
+    assert (search.tool_name, search.is_error, search.attempts[0].message) == ("web_search", True, "too_many_requests")
+    assert answer.kind == "final_answer" and answer.api_stop_reason == "end_turn"

@@ -132,25 +132,28 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
     task = _task(root, llm_calls)
     started = root.start_ns if root is not None else (spans[0].start_ns if spans else 0)
 
+    llm_calls = calls_merged(llm_calls)
     conversation_read = False
+    carried = True  # whether the trace could say a tool_result's is_error
     final = None
     steps: list[StepEvent] = []
     transcript: dict[str, Any] | None = None
     if tools:
         steps, final = _steps_from_tool_spans(tools, llm_calls)
     elif llm_calls:
-        transcript = _transcript(llm_calls, complete=complete)
-        if transcript is not None:
+        talk = _conversation(llm_calls, complete=complete)
+        if talk is not None:
             # the conversation, read as every source's conversation is (intake.conversation)
+            turns, transcript, carried = talk
             errors: list[dict[str, str]] = []
-            reading = conversation.turns_steps(conversation.messages_turns(transcript["messages"], errors), errors)
+            reading = conversation.turns_steps(turns, errors)
             if errors:
                 raise IngestError(errors)
             conversation_read = True
             steps, final = reading.steps, reading.final
             model = model or text_of(transcript.get("model"))
             task = task or reading.task
-        else:  # no Messages API request to read: the model's last words, if any
+        else:  # no conversation to read: the model's last words, if any
             last = llm_calls[-1]
             if _ends_the_run(last):
                 steps = [_answer_step(last, index=1, tokens=(last.input_tokens, last.output_tokens))]
@@ -174,6 +177,7 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
             task=task,
         ),
         steps=steps,
+        is_error_carried=carried,
     )
     if complete:
         arrival.end, arrival.finished_at = _end(root, labels, final, steps)
@@ -212,29 +216,154 @@ def _labels(labels: Labels) -> dict[str, Any]:
     return out
 
 
-def _transcript(calls: list[LlmCall], *, complete: bool) -> dict[str, Any] | None:
-    """The conversation of an LLM-only trace: the last Messages API request and, once the trace is
-    complete or when it asked for no tool, its response. Earlier assistant turns get the token
-    counts of the LLM spans that produced them, in order."""
-    asked = [(c, request) for c in calls if (request := c.request) is not None]
+def calls_merged(calls: list[LlmCall]) -> list[LlmCall]:
+    """The model calls of a trace, each once however many instrumentations traced it: spans with the
+    same ``gen_ai.response.id`` (OpenLLMetry's and the SDK's, side by side), and a model span inside
+    another (the SDK's ``chat`` span under OpenInference's LLM span), are one call. The call keeps what
+    any of its spans said (text, tool calls, the conversation, the API's own finish reason over GenAI's
+    translated one), its tokens once, and the time from its first span's start to its last one's end."""
+    if len(calls) < 2:
+        return calls
+    by_span = {c.span_id: c for c in calls if c.span_id}
+    owner: dict[int, int] = {}  # id(call) -> id(the call it is merged into)
+
+    def top(call: LlmCall) -> LlmCall:
+        while id(call) in owner:
+            call = owner_of[owner[id(call)]]
+        return call
+
+    owner_of = {id(c): c for c in calls}
+    by_response: dict[str, LlmCall] = {}
+    for call in calls:  # sorted by start: an outer span comes before the spans inside it
+        parent = by_span.get(call.parent_id)
+        into = top(parent) if parent is not None else None
+        if into is None and call.response_id:
+            into = by_response.get(call.response_id)
+        if into is not None and into is not call:
+            owner[id(call)] = id(into)
+        if call.response_id:
+            by_response.setdefault(call.response_id, top(call))
+    groups: dict[int, list[LlmCall]] = {}
+    for call in calls:
+        groups.setdefault(id(top(call)), []).append(call)
+    return [_merged(group) for group in groups.values()]
+
+
+def _merged(group: list[LlmCall]) -> LlmCall:
+    if len(group) == 1:
+        return group[0]
+    first = group[0]
+    said = next((c for c in group if c.text or c.tool_calls), first)
+    exact = next((c for c in group if c.finish_exact), None)
+    reason = exact or next((c for c in group if c.finish_reason), first)
+    return LlmCall(
+        start_ns=min(c.start_ns for c in group),
+        end_ns=max(c.end_ns for c in group),
+        failed=all(c.failed for c in group),
+        span_id=first.span_id,
+        parent_id=first.parent_id,
+        response_id=next((c.response_id for c in group if c.response_id), ""),
+        text=said.text,
+        tool_calls=said.tool_calls,
+        input_tokens=max(c.input_tokens for c in group),
+        output_tokens=max(c.output_tokens for c in group),
+        model=next((c.model for c in group if c.model), ""),
+        raw_request=next((c.raw_request for c in group if c.raw_request is not None), None),
+        raw_response=next((c.raw_response for c in group if c.raw_response is not None), None),
+        raw_messages=next((c.raw_messages for c in group if c.raw_messages is not None), None),
+        prompts=next((c.prompts for c in group if c.prompts), {}),
+        finish_reason=reason.finish_reason,
+        finish_exact=reason.finish_exact,
+        model_attempts=next((c.model_attempts for c in group if c.model_attempts), []),
+    )
+
+
+def _conversation(
+    calls: list[LlmCall], *, complete: bool
+) -> tuple[list[conversation.Turn], dict[str, Any], bool] | None:
+    """The conversation of an LLM-only trace as turns, what to keep of it on the run, and whether its
+    convention carries a tool_result's ``is_error``: the last model call's request (OpenInference's
+    ``input.value``, the Messages API request; GenAI's ``gen_ai.input.messages``; the older
+    ``gen_ai.prompt.N.*``) and, once the trace is complete or when it asked for no tool, its reply.
+    Earlier model turns get the tokens and finish reasons of the calls that produced them, in order."""
+    asked = []
+    for call in calls:
+        if (request := call.request) is not None:
+            asked.append((len(request["messages"]), call.start_ns, call, "messages", request))
+        elif (messages := call.messages) is not None:
+            asked.append((len(messages), call.start_ns, call, "gen_ai", messages))
+        elif call.prompts:
+            messages = _prompt_messages(call.prompts)
+            asked.append((len(messages), call.start_ns, call, "prompts", messages))
     if not asked:
         return None
-    last, request = max(asked, key=lambda pair: (len(pair[1]["messages"]), pair[0].start_ns))
-    messages = [dict(m) if isinstance(m, dict) else m for m in request["messages"]]
-    turns = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
+    _, _, last, how, said = max(asked, key=lambda item: item[:2])
+    errors: list[dict[str, str]] = []
+    if how == "messages":
+        turns = conversation.messages_turns(said["messages"], errors)
+        transcript = {"messages": said["messages"]}
+        transcript.update({key: said[key] for key in ("model", "system", "tools") if said.get(key) is not None})
+        carried = True
+    elif how == "gen_ai":
+        turns = conversation.genai_turns(said)
+        transcript = {"gen_ai.input.messages": said}
+        carried = False  # GenAI's messages have no is_error: only a structured result says it failed
+    else:
+        turns = conversation.messages_turns(said, errors)
+        transcript = {"messages": said}
+        carried = any(isinstance(r.raw, dict) or r.is_error for t in turns for r in t.results)
+    if errors:
+        raise IngestError(errors)
+    spoken = [t for t in turns if t.role == "assistant"]
     earlier = [c for c in calls if c is not last and not c.failed and c.start_ns <= last.start_ns]
-    if len(earlier) == len(turns):
-        for i, call in zip(turns, earlier, strict=True):
-            messages[i].setdefault("usage", {"input_tokens": call.input_tokens, "output_tokens": call.output_tokens})
-    response = last.response
-    if response is not None and (complete or not last.tool_calls):
-        usage = response.get("usage") or {"input_tokens": last.input_tokens, "output_tokens": last.output_tokens}
-        messages.append({"role": "assistant", "content": response["content"], "usage": usage})
-    transcript = {"messages": messages}
-    for key in ("model", "system", "tools"):
-        if request.get(key) is not None:
-            transcript[key] = request[key]
-    return transcript
+    if len(earlier) == len(spoken):
+        for turn, call in zip(spoken, earlier, strict=True):
+            if turn.tokens == (0, 0):
+                turn.tokens = (call.input_tokens, call.output_tokens)
+            turn.stop_reason = turn.stop_reason or call.finish_reason
+    if complete or not last.tool_calls:
+        reply = _reply(last)
+        if reply is not None:
+            turns.append(reply)
+            transcript["reply"] = last.response or {"text": last.text, "tool_calls": last.tool_calls}
+    return turns, transcript, carried
+
+
+def _reply(call: LlmCall) -> conversation.Turn | None:
+    """A model call's reply as the conversation's last model turn: the Messages API response when the
+    span carries it (its server tools' blocks too), else the text and tool calls its spans named."""
+    response = call.response
+    tokens = (call.input_tokens, call.output_tokens)
+    if response is not None:
+        (turn,) = conversation.messages_turns([{"role": "assistant", "content": response["content"]}], [])
+        usage = conversation.usage_tokens(response.get("usage"))
+        turn.tokens = usage if usage != (0, 0) else tokens
+    elif call.text or call.tool_calls:
+        turn = conversation.Turn(role="assistant", text=call.text, tokens=tokens)
+        for tc in call.tool_calls:
+            arguments = tc["arguments"]
+            given = arguments if isinstance(arguments, dict) else {} if arguments is None else {"input": arguments}
+            turn.calls.append(conversation.Call(id=tc["id"] or f"call-{len(turn.calls)}", name=tc["name"], input=given))
+    else:
+        return None
+    turn.stop_reason = call.finish_reason
+    return turn
+
+
+def _prompt_messages(prompts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The older ``gen_ai.prompt.N.role`` / ``.content`` as Messages API messages (a content that is a JSON
+    list of blocks is read as those blocks)."""
+    messages = []
+    n = 0
+    while f"gen_ai.prompt.{n}.role" in prompts:
+        content = json_value(prompts.get(f"gen_ai.prompt.{n}.content"))
+        role = prompts[f"gen_ai.prompt.{n}.role"]
+        if role in ("user", "assistant"):
+            messages.append(
+                {"role": role, "content": content if isinstance(content, (str, list)) else text_of(content)}
+            )
+        n += 1
+    return messages
 
 
 def _task(root: Span | None, llm_calls: list[LlmCall]) -> str:
@@ -253,6 +382,9 @@ def _task(root: Span | None, llm_calls: list[LlmCall]) -> str:
                 if isinstance(task.get(key), str):
                     return task[key]
     for call in llm_calls:
+        if call.request is None and call.messages is not None:
+            user = next((t for t in conversation.genai_turns(call.messages) if t.role == "user"), None)
+            return user.text if user is not None else ""
         for message in (call.request or {}).get("messages", []):
             if isinstance(message, dict) and message.get("role") == "user":
                 content = message.get("content")

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from openinference.semconv.trace import MessageAttributes, SpanAttributes, ToolCallAttributes
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as genai
+from opentelemetry.semconv.attributes import error_attributes, exception_attributes
 from pydantic import ValidationError
 
 from agents.events import ModelAttempt
@@ -54,15 +57,15 @@ STOP_REASONS = {r.value for r in StopReason}
 def span_kind(span: Span) -> str:
     """LLM, TOOL, AGENT or OTHER, by OpenInference's span kind or GenAI's operation name."""
     attrs = span.attributes
-    kind = attrs.get("openinference.span.kind")
+    kind = attrs.get(SpanAttributes.OPENINFERENCE_SPAN_KIND)
     if isinstance(kind, str) and kind.upper() in (LLM, TOOL, AGENT):
         return kind.upper()
-    op = attrs.get("gen_ai.operation.name")
+    op = attrs.get(genai.GEN_AI_OPERATION_NAME)
     if isinstance(op, str) and op in GENAI_KINDS:
         return GENAI_KINDS[op]
     if isinstance(kind, str):
         return OTHER
-    if "gen_ai.tool.name" in attrs or "tool.name" in attrs:
+    if genai.GEN_AI_TOOL_NAME in attrs or SpanAttributes.TOOL_NAME in attrs:
         return TOOL
     return OTHER
 
@@ -112,7 +115,7 @@ def decoded(value: Any, encoding: str | None) -> Any:
 
 
 def metadata_of(span: Span) -> dict[str, Any]:
-    meta = json_value(span.attributes.get("metadata"))
+    meta = json_value(span.attributes.get(SpanAttributes.METADATA))
     return meta if isinstance(meta, dict) else {}
 
 
@@ -139,9 +142,16 @@ def bool_of(value: Any) -> bool | None:
 
 @dataclass
 class LlmCall:
+    """One model call as a span says it. Several spans may say the same call (OpenInference's LLM span
+    and, inside it, the SDK's own ``chat`` span; OpenLLMetry's beside the SDK's, with the same
+    ``gen_ai.response.id``): ``conventions`` merges them into one before anything is counted."""
+
     start_ns: int
     end_ns: int
     failed: bool
+    span_id: str = ""
+    parent_id: str = ""
+    response_id: str = ""  # gen_ai.response.id: the Messages API's message id, the same on every span of a call
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
     input_tokens: int = 0
@@ -149,8 +159,11 @@ class LlmCall:
     model: str = ""
     raw_request: Any = None  # input.value, read only when the conversation is needed
     raw_response: Any = None  # output.value
+    raw_messages: Any = None  # gen_ai.input.messages, read only when the conversation is needed
+    prompts: dict[str, Any] = field(default_factory=dict)  # the older gen_ai.prompt.N.* attributes
     tokens_used: bool = False  # already counted in a step
-    finish_reason: str = ""  # why the model stopped (the Messages API's stop_reason), when the span says
+    finish_reason: str = ""  # why the model stopped, in the Messages API's spelling, when the span says
+    finish_exact: bool = False  # the span said it in the API's own spelling (not translated from GenAI's)
     model_attempts: list[ModelAttempt] = field(default_factory=list)  # rlt.model_attempts, given to one step
 
     @cached_property
@@ -166,6 +179,23 @@ class LlmCall:
         if isinstance(response, dict) and isinstance(response.get("content"), list) and response.get("role"):
             return response
         return None
+
+    @cached_property
+    def messages(self) -> list[Any] | None:
+        """GenAI's ``gen_ai.input.messages``, if the span carries them (read once)."""
+        messages = json_value(self.raw_messages)
+        return messages if isinstance(messages, list) else None
+
+
+# GenAI's finish reasons in the Messages API's spelling (an API-spelled one is kept as it is)
+FINISH_REASONS = {
+    "stop": "end_turn",
+    "tool_call": "tool_use",
+    "tool_calls": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+API_FINISH_KEYS = ("anthropic.message.stop_reason", SpanAttributes.LLM_FINISH_REASON)
 
 
 @dataclass
@@ -186,37 +216,56 @@ class ToolCall:
     extra: dict[str, Any] = field(default_factory=dict)  # other Attempt fields, from rlt.attempt.<name>
 
 
+OUT = SpanAttributes.LLM_OUTPUT_MESSAGES + ".0."  # OpenInference's first output message
+OUT_CONTENT = OUT + MessageAttributes.MESSAGE_CONTENT
+OUT_CONTENTS = OUT + MessageAttributes.MESSAGE_CONTENTS
+OUT_TOOL_CALLS = OUT + MessageAttributes.MESSAGE_TOOL_CALLS
+PROMPT = genai.GEN_AI_PROMPT + "."
+COMPLETION = genai.GEN_AI_COMPLETION + ".0."
+
+
 def llm_call(span: Span) -> LlmCall:
     a = span.attributes
-    call = LlmCall(start_ns=span.start_ns, end_ns=span.end_ns, failed=span.status_code == STATUS_ERROR)
-    call.model = text_of(a.get("llm.model_name") or a.get("gen_ai.response.model") or a.get("gen_ai.request.model"))
-    call.input_tokens = int_of(a.get("llm.token_count.prompt", a.get("gen_ai.usage.input_tokens")))
-    call.output_tokens = int_of(a.get("llm.token_count.completion", a.get("gen_ai.usage.output_tokens")))
-    call.raw_request = a.get("input.value")
-    call.raw_response = a.get("output.value")
+    call = LlmCall(
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        failed=span.status_code == STATUS_ERROR,
+        span_id=span.span_id,
+        parent_id=span.parent_span_id,
+        response_id=text_of(a.get(genai.GEN_AI_RESPONSE_ID)),
+    )
+    call.model = text_of(
+        a.get(SpanAttributes.LLM_MODEL_NAME) or a.get(genai.GEN_AI_RESPONSE_MODEL) or a.get(genai.GEN_AI_REQUEST_MODEL)
+    )
+    call.input_tokens = int_of(a.get(SpanAttributes.LLM_TOKEN_COUNT_PROMPT, a.get(genai.GEN_AI_USAGE_INPUT_TOKENS)))
+    call.output_tokens = int_of(
+        a.get(SpanAttributes.LLM_TOKEN_COUNT_COMPLETION, a.get(genai.GEN_AI_USAGE_OUTPUT_TOKENS))
+    )
+    call.raw_request = a.get(SpanAttributes.INPUT_VALUE)
+    call.raw_response = a.get(SpanAttributes.OUTPUT_VALUE)
+    call.raw_messages = a.get(genai.GEN_AI_INPUT_MESSAGES)
+    texts: list[str] = []
     # OpenInference: the first output message, its text and tool calls
-    prefix = "llm.output_messages.0.message."
-    texts = []
-    if isinstance(a.get(prefix + "content"), str):
-        texts.append(a[prefix + "content"])
+    if isinstance(a.get(OUT_CONTENT), str):
+        texts.append(a[OUT_CONTENT])
     j = 0
-    while f"{prefix}contents.{j}.message_content.type" in a or f"{prefix}contents.{j}.message_content.text" in a:
-        if a.get(f"{prefix}contents.{j}.message_content.type", "text") == "text":
-            texts.append(text_of(a.get(f"{prefix}contents.{j}.message_content.text")))
+    while f"{OUT_CONTENTS}.{j}.message_content.type" in a or f"{OUT_CONTENTS}.{j}.message_content.text" in a:
+        if a.get(f"{OUT_CONTENTS}.{j}.message_content.type", "text") == "text":
+            texts.append(text_of(a.get(f"{OUT_CONTENTS}.{j}.message_content.text")))
         j += 1
     k = 0
-    while f"{prefix}tool_calls.{k}.tool_call.function.name" in a:
-        tc = f"{prefix}tool_calls.{k}.tool_call."
+    while f"{OUT_TOOL_CALLS}.{k}.tool_call.function.name" in a:
+        tc = f"{OUT_TOOL_CALLS}.{k}."
         call.tool_calls.append(
             {
-                "id": text_of(a.get(tc + "id")),
-                "name": text_of(a.get(tc + "function.name")),
-                "arguments": json_value(a.get(tc + "function.arguments")),
+                "id": text_of(a.get(tc + ToolCallAttributes.TOOL_CALL_ID)),
+                "name": text_of(a.get(tc + ToolCallAttributes.TOOL_CALL_FUNCTION_NAME)),
+                "arguments": json_value(a.get(tc + ToolCallAttributes.TOOL_CALL_FUNCTION_ARGUMENTS_JSON)),
             }
         )
         k += 1
     # GenAI: gen_ai.output.messages (JSON), parts of type text and tool_call
-    messages = json_value(a.get("gen_ai.output.messages"))
+    messages = json_value(a.get(genai.GEN_AI_OUTPUT_MESSAGES))
     if not texts and not call.tool_calls and isinstance(messages, list):
         for message in messages[:1]:
             for part in message.get("parts") or [] if isinstance(message, dict) else []:
@@ -232,7 +281,12 @@ def llm_call(span: Span) -> LlmCall:
                             "arguments": json_value(part.get("arguments")),
                         }
                     )
-    # The Messages API response itself, when neither convention listed its blocks
+    # The older GenAI attributes: gen_ai.prompt.N.role / .content, gen_ai.completion.0.*
+    if PROMPT + "0.role" in a or COMPLETION + "role" in a:
+        call.prompts = {key: value for key, value in a.items() if key.startswith(PROMPT)}
+        if not texts and not call.tool_calls:
+            _completion(a, call, texts)
+    # The Messages API response itself, when no convention listed its blocks
     response = call.response if not texts and not call.tool_calls else None
     if response is not None:
         for block in response["content"]:
@@ -243,10 +297,40 @@ def llm_call(span: Span) -> LlmCall:
                     {"id": block.get("id", ""), "name": block.get("name", ""), "arguments": block.get("input")}
                 )
     call.text = "\n".join(t for t in texts if t)
-    call.finish_reason = finish_reason_of(a, messages, call)
+    call.finish_reason, call.finish_exact = finish_reason_of(a, messages, call)
     if MODEL_ATTEMPTS in a:
         call.model_attempts = model_attempts_of(a[MODEL_ATTEMPTS])
     return call
+
+
+def _completion(a: dict[str, Any], call: LlmCall, texts: list[str]) -> None:
+    """The older ``gen_ai.completion.0.*``: its content (text, or the response's blocks as JSON) and tool calls."""
+    content = json_value(a.get(COMPLETION + "content"))
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text":
+                texts.append(text_of(block.get("text")))
+            elif isinstance(block, dict) and block.get("type") == "tool_use":
+                call.tool_calls.append(
+                    {
+                        "id": text_of(block.get("id")),
+                        "name": text_of(block.get("name")),
+                        "arguments": block.get("input"),
+                    }
+                )
+    k = 0
+    while f"{COMPLETION}tool_calls.{k}.name" in a:
+        tc = f"{COMPLETION}tool_calls.{k}."
+        call.tool_calls.append(
+            {
+                "id": text_of(a.get(tc + "id")),
+                "name": text_of(a.get(tc + "name")),
+                "arguments": json_value(a.get(tc + "arguments")),
+            }
+        )
+        k += 1
 
 
 def model_attempts_of(value: Any) -> list[ModelAttempt]:
@@ -265,51 +349,94 @@ def model_attempts_of(value: Any) -> list[ModelAttempt]:
     return attempts
 
 
-def finish_reason_of(a: dict[str, Any], messages: Any, call: LlmCall) -> str:
-    """``gen_ai.response.finish_reasons``' first, else the output message's ``finish_reason``, else the
-    Messages API response's ``stop_reason``; "" when the span names none."""
-    reasons = a.get("gen_ai.response.finish_reasons")
-    if isinstance(reasons, (list, tuple)) and reasons and isinstance(reasons[0], str):
-        return reasons[0][:40]
-    if isinstance(messages, list) and messages and isinstance(messages[0], dict):
-        reason = messages[0].get("finish_reason")
+def finish_reason_of(a: dict[str, Any], messages: Any, call: LlmCall) -> tuple[str, bool]:
+    """Why the model stopped, in the Messages API's spelling, and whether the span said it so: the SDK's
+    ``anthropic.message.stop_reason`` or OpenInference's ``llm.finish_reason`` as they are; else
+    ``gen_ai.response.finish_reasons``' first, the output message's ``finish_reason`` or the older
+    ``gen_ai.completion.0.finish_reason``, GenAI's spelling translated (``stop`` → ``end_turn``,
+    ``tool_call`` → ``tool_use``, ``length`` → ``max_tokens``…); else the Messages API response's
+    ``stop_reason``. "" when the span names none."""
+    for key in API_FINISH_KEYS:
+        reason = a.get(key)
         if isinstance(reason, str) and reason:
-            return reason[:40]
+            return reason[:40], True
+    said = None
+    reasons = a.get(genai.GEN_AI_RESPONSE_FINISH_REASONS)
+    if isinstance(reasons, (list, tuple)) and reasons and isinstance(reasons[0], str):
+        said = reasons[0]
+    elif isinstance(messages, list) and messages and isinstance(messages[0], dict):
+        said = messages[0].get("finish_reason")
+    if not (isinstance(said, str) and said):
+        said = a.get(COMPLETION + "finish_reason")
+    if isinstance(said, str) and said:
+        return FINISH_REASONS.get(said, said)[:40], said not in FINISH_REASONS
     raw = call.raw_response
     if isinstance(raw, str) and "stop_reason" not in raw and "\\u" not in raw:
-        return ""  # no stop_reason key in its JSON (not even spelled with escapes): not read for nothing
+        return "", False  # no stop_reason key in its JSON (not even spelled with escapes): not read for nothing
     response = call.response
     reason = response.get("stop_reason") if response is not None else None
-    return reason[:40] if isinstance(reason, str) else ""
+    return (reason[:40], True) if isinstance(reason, str) else ("", False)
 
 
 def error_message(span: Span) -> str:
     for event in span.events:
         if event.get("name") == "exception":
-            message = event["attributes"].get("exception.message")
+            message = event["attributes"].get(exception_attributes.EXCEPTION_MESSAGE)
             if message:
                 return text_of(message)
-    return span.status_message or text_of(span.attributes.get("error.type"))
+    return span.status_message or text_of(span.attributes.get(error_attributes.ERROR_TYPE))
+
+
+# Exception types that say a category by themselves (Python's own, and pydantic's, which a tool's input
+# model raises): any other type says none, and the category stays unknown.
+EXCEPTION_CATEGORIES = {
+    "PermissionError": "permission",
+    "TimeoutError": "transient",
+    "ConnectionError": "transient",
+    "ConnectionRefusedError": "transient",
+    "ConnectionResetError": "transient",
+    "ValidationError": "validation",
+    "pydantic_core._pydantic_core.ValidationError": "validation",
+    "pydantic.ValidationError": "validation",
+}
+
+
+def category_of(span: Span) -> str | None:
+    """A failed span's category as its error says it, never guessed: ``error.type`` when it is one of the
+    five categories (any case), else an ``exception`` event's ``exception.type`` when it is one of them
+    or an exception type that names one (``EXCEPTION_CATEGORIES``); None otherwise."""
+    said = [span.attributes.get(error_attributes.ERROR_TYPE)]
+    said += [
+        e["attributes"].get(exception_attributes.EXCEPTION_TYPE) for e in span.events if e.get("name") == "exception"
+    ]
+    for value in said:
+        if not isinstance(value, str) or not value:
+            continue
+        if value.lower() in CATEGORIES:
+            return value.lower()
+        if value in EXCEPTION_CATEGORIES:
+            return EXCEPTION_CATEGORIES[value]
+    return None
 
 
 def tool_call(span: Span, labels: Labels) -> ToolCall:
     a = span.attributes
-    name = a.get("gen_ai.tool.name") or a.get("tool.name")
+    name = a.get(genai.GEN_AI_TOOL_NAME) or a.get(SpanAttributes.TOOL_NAME)
     if not name:
         name = span.name.removeprefix("execute_tool ").strip() or span.name
-    if "gen_ai.tool.call.arguments" in a:
-        args = json_value(a["gen_ai.tool.call.arguments"])
+    if genai.GEN_AI_TOOL_CALL_ARGUMENTS in a:
+        args = json_value(a[genai.GEN_AI_TOOL_CALL_ARGUMENTS])
     else:
-        args = decoded(a.get("input.value"), encoding_of(a.get("input.mime_type")))
+        args = decoded(a.get(SpanAttributes.INPUT_VALUE), encoding_of(a.get(SpanAttributes.INPUT_MIME_TYPE)))
     if args is not None and not isinstance(args, dict):
         args = {"input": args}
-    if "gen_ai.tool.call.result" in a:
-        result = decoded(a["gen_ai.tool.call.result"], a.get("rlt.result.encoding"))
+    if genai.GEN_AI_TOOL_CALL_RESULT in a:
+        result = decoded(a[genai.GEN_AI_TOOL_CALL_RESULT], a.get("rlt.result.encoding"))
     else:
-        result = decoded(a.get("output.value"), encoding_of(a.get("output.mime_type")))
+        result = decoded(a.get(SpanAttributes.OUTPUT_VALUE), encoding_of(a.get(SpanAttributes.OUTPUT_MIME_TYPE)))
     failed = (
         span.status_code == STATUS_ERROR
-        or bool(a.get("error.type"))
+        or bool(a.get(error_attributes.ERROR_TYPE))
         or any(e.get("name") == "exception" for e in span.events)
     )
     # a structured error (lesson 002): isError, errorCategory, isRetryable, at the top or under "error"
@@ -323,6 +450,8 @@ def tool_call(span: Span, labels: Labels) -> ToolCall:
         category = labels.first(span, "rlt.error.category") or metadata_of(span).get("error_category")
         if category not in CATEGORIES:
             category = structured.get("errorCategory") if structured.get("errorCategory") in CATEGORIES else None
+        if category is None:
+            category = category_of(span)
         retryable = bool_of(labels.first(span, "rlt.error.retryable"))
         if retryable is None:
             retryable = bool_of(structured.get("isRetryable"))
@@ -333,7 +462,7 @@ def tool_call(span: Span, labels: Labels) -> ToolCall:
         start_ns=span.start_ns,
         end_ns=span.end_ns,
         name=text_of(name)[:100],
-        call_id=text_of(a.get("gen_ai.tool.call.id") or a.get("tool_call.id"))[:100],
+        call_id=text_of(a.get(genai.GEN_AI_TOOL_CALL_ID) or a.get(ToolCallAttributes.TOOL_CALL_ID))[:100],
         input=args,
         result=result,
         is_error=failed,

@@ -1,0 +1,200 @@
+"""The same agents traced by every instrumentation there is for them (OpenInference, OpenLLMetry, the
+anthropic SDK's own tracing; with and without the SDK's spans, with and without tool spans), sent in
+protobuf and JSON, gzipped, one span at a time or by a batch processor: each run reads the same,
+field by field (tests/tracer/intake/otlp/agents.py makes the spans; none is written by hand)."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.dom import page as page_of
+from tests.tracer.intake.otlp import agents
+from tests.tracer.intake.otlp.test_receiver import importer, json_body, pb_body, post
+from tracer.models import Run
+from tracer.tokens import token_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sender():
+    user = importer("corpus-team")
+    _, secret = token_create(user=user, name="corpus")
+    return user, secret
+
+
+def received(client, sender, spans, *, encoding: str = "protobuf", gzipped: bool = False) -> Run:
+    user, secret = sender
+    body = pb_body(spans) if encoding == "protobuf" else json_body(spans)
+    kind = "application/x-protobuf" if encoding == "protobuf" else "application/json"
+    response = post(client, secret, body, content_type=kind, gzipped=gzipped)
+    assert response.status_code == 200, response.content
+    (run,) = Run.objects.filter(source=Run.Source.OTLP, owner=user, external_id=f"{spans[0].context.trace_id:032x}")
+    return run
+
+
+def steps(run: Run) -> list[tuple]:
+    return [
+        (s.kind, s.tool_name, s.is_error, s.category or None, len(s.attempts or []), s.input_tokens, s.output_tokens)
+        for s in run.steps.order_by("index")
+    ]
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_openinference_beside_the_sdks_own_spans_counts_each_model_call_once(client, sender, encoding, gzipped):
+    refund = received(
+        client,
+        sender,
+        agents.agent_run(agents.REFUND, instrumentation="openinference"),
+        encoding=encoding,
+        gzipped=gzipped,
+    )
+    assert (refund.input_tokens, refund.output_tokens) == (240, 60)
+    assert steps(refund) == [
+        ("tool_use", "process_refund", True, "business", 1, 120, 30),
+        ("final_answer", "", False, None, 0, 120, 30),
+    ]
+    lookup = received(
+        client, sender, agents.agent_run(agents.LOOKUP, instrumentation="openinference"), encoding=encoding
+    )
+    assert (lookup.input_tokens, lookup.output_tokens) == (360, 90)
+    # the model sent the identical call again after the transient failure: read from the conversation,
+    # as a transcript is, one step with two attempts
+    assert steps(lookup) == [
+        ("tool_use", "lookup_orders", False, None, 2, 240, 60),
+        ("final_answer", "", False, None, 0, 120, 30),
+    ]
+    assert (lookup.retry_count, lookup.error_count) == (1, 0)
+    assert lookup.final_answer == "Customer c-7 has one order, 0871." and lookup.stop_reason == "final_answer"
+
+
+def test_openllmetry_with_tool_spans_and_the_sdks_spans_counts_once_and_keeps_the_step_texts(client, sender):
+    run = received(client, sender, agents.agent_run(agents.SUPPORT, instrumentation="openllmetry", tool_spans=True))
+    assert (run.input_tokens, run.output_tokens) == agents.SUPPORT.tokens == (1600, 245)
+    rows = list(run.steps.order_by("index"))
+    assert [s.text for s in rows[:4]] == [
+        "Looking the customer up.",
+        "Refunding 0871.",
+        "Resending the invoice.",
+        "Trying the other address.",
+    ]
+    assert [(s.tool_name, s.is_error, s.category or None) for s in rows[:4]] == [
+        ("lookup_orders", False, None),
+        ("process_refund", True, "business"),
+        ("send_invoice", True, None),  # the tool span marks it failed; nothing says its category
+        ("send_invoice", False, None),
+    ]
+    assert [(s.input_tokens, s.output_tokens) for s in rows] == [(200, 40), (300, 45), (350, 50), (350, 50), (400, 60)]
+    # the API's stop reasons in its own spelling, whoever traced them
+    assert [s.api_stop_reason for s in rows] == ["tool_use"] * 4 + ["end_turn"]
+    assert run.is_error_carried
+
+
+@pytest.mark.parametrize("instrumentation", ["sdk", "openllmetry"])
+def test_chat_spans_alone_give_every_tool_call_from_the_genai_messages(client, sender, admin_client, instrumentation):
+    spans = agents.agent_run(agents.SUPPORT, instrumentation=instrumentation, content=True)
+    run = received(client, sender, spans)
+    assert (run.input_tokens, run.output_tokens) == (1600, 245)
+    rows = list(run.steps.order_by("index"))
+    assert [(s.kind, s.tool_name) for s in rows] == [
+        ("tool_use", "lookup_orders"),
+        ("tool_use", "process_refund"),
+        ("tool_use", "send_invoice"),
+        ("tool_use", "send_invoice"),
+        ("final_answer", ""),
+    ]
+    # the structured failure is known; the plain "mailbox full" is not (GenAI's messages drop is_error)
+    assert [(s.is_error, s.category or None) for s in rows[:4]] == [
+        (False, None),
+        (True, "business"),
+        (False, None),
+        (False, None),
+    ]
+    assert rows[1].retryable is False and rows[1].text == "Refunding 0871."
+    assert [s.api_stop_reason for s in rows] == ["tool_use"] * 4 + ["end_turn"]
+    assert not run.is_error_carried
+    assert run.task == agents.SUPPORT.task and run.final_answer.startswith("No refund")
+    note = page_of(admin_client.get(reverse("tracer:run", args=[run.pk]))).select(".is-error-note")
+    assert note and "cannot carry" in note[0].text
+
+
+@pytest.mark.parametrize("instrumentation", agents.INSTRUMENTATIONS)
+@pytest.mark.parametrize("sdk_spans", [True, False], ids=["sdk-spans", "no-sdk-spans"])
+@pytest.mark.parametrize("tool_spans", [True, False], ids=["tool-spans", "no-tool-spans"])
+def test_every_instrumentation_gives_the_same_tool_calls_and_tokens(
+    client, sender, instrumentation, sdk_spans, tool_spans
+):
+    if instrumentation == "sdk" and not sdk_spans and not tool_spans:
+        pytest.skip("no instrumentation at all: the trace is its root span alone, nothing to compare")
+    spans = agents.agent_run(
+        agents.SUPPORT, instrumentation=instrumentation, sdk_spans=sdk_spans, tool_spans=tool_spans, content=True
+    )
+    run = received(client, sender, spans)
+    rows = list(run.steps.order_by("index"))
+    assert [s.tool_name for s in rows if s.kind == "tool_use"] == [
+        "lookup_orders",
+        "process_refund",
+        "send_invoice",
+        "send_invoice",
+    ]
+    model_spans = instrumentation != "sdk" or sdk_spans
+    assert (run.input_tokens, run.output_tokens) == ((1600, 245) if model_spans else (0, 0))
+    refund = rows[1]
+    assert (refund.is_error, refund.category) == (True, "business")
+    # a plain failure is known where a tool span marks it or OpenInference's input.value keeps is_error
+    carried = tool_spans or instrumentation == "openinference"
+    assert run.error_count == (2 if carried else 1) and run.is_error_carried == carried
+    if model_spans:
+        assert rows[-1].kind == "final_answer" and run.stop_reason == "final_answer"
+        assert [s.api_stop_reason for s in rows] == ["tool_use"] * 4 + ["end_turn"]
+
+
+def test_a_batch_processor_over_the_real_exporter_gzipped_gives_the_same_run(live_server):
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    user = importer("batch-team")
+    _, secret = token_create(user=user, name="batch")
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces",
+        headers={"Authorization": f"Bearer {secret}"},
+        compression=Compression.Gzip,
+    )
+    agents.agent_run(
+        agents.SUPPORT,
+        instrumentation="openllmetry",
+        tool_spans=True,
+        processor=lambda e: BatchSpanProcessor(e, schedule_delay_millis=60_000),
+        exporter=exporter,
+    )
+    run = Run.objects.get(source=Run.Source.OTLP, owner=user)
+    assert run.status == Run.Status.FINISHED and (run.input_tokens, run.output_tokens) == (1600, 245)
+    assert run.tool_call_count == 4 and run.error_count == 2
+
+
+@pytest.mark.parametrize("instrumentation", agents.INSTRUMENTATIONS)
+def test_a_tool_spans_error_type_or_exception_gives_its_category_and_an_unknown_one_stays_unknown(
+    client, sender, instrumentation
+):
+    run = received(client, sender, agents.agent_run(agents.FAILURES, instrumentation=instrumentation, tool_spans=True))
+    rows = list(run.steps.order_by("index"))
+    assert [(s.tool_name, s.is_error, s.category or None) for s in rows[:3]] == [
+        ("free_slots", True, "validation"),  # error.type
+        ("book_slot", True, "permission"),  # an exception event's exception.type, PermissionError
+        ("notify", True, None),  # RuntimeError says no category: unknown, never guessed
+    ]
+    assert rows[1].attempts[0]["message"] == "booking needs a manager"
+
+
+def test_a_server_tools_error_is_a_step_with_its_error_code(client, sender):
+    run = received(client, sender, agents.agent_run(agents.SEARCH, instrumentation="openinference"))
+    search, answer = run.steps.order_by("index")
+    assert (search.tool_name, search.is_error, search.attempts[0]["message"]) == (
+        "web_search",
+        True,
+        "max_uses_exceeded",
+    )
+    assert answer.kind == "final_answer" and run.error_count == 1 and run.stop_reason == "final_answer"
