@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from agents.diagnosis.kinds import KEYS
 
 from . import access, outage, tokens
-from .api_errors import ApiError, StrictJsonParser, body_size_check, json_loads, prefixed
+from .api_errors import ApiError, StrictJsonParser, body_size_check, form_body, json_loads, prefixed
 from .export import document as export_document
 from .intake import files, live, schema
 from .intake.errors import IngestError, RunEnded, StepConflict, pydantic_errors
@@ -437,6 +437,7 @@ def imports(request: HttpRequest):
     the report when at least one document was imported, else 400 with the report."""
     _may_add_runs(request)
     content_type = request.content_type or ""
+    form_body(request)
     body = request.body
     if content_type in BATCH_TYPES:
         items = _lines(body)

@@ -89,4 +89,19 @@ class StrictJsonParser(Parser):
     400; ``tracer.api`` finds this one behind it (``__cause__``) and answers with its message."""
 
     def parse_body(self, request: HttpRequest) -> Any:
+        form_body(request)
         return json_loads(request.body)
+
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def form_body(request: HttpRequest) -> None:
+    """415 for a form-encoded body (an HTML form's, or curl's ``-d`` without a JSON Content-Type): the API
+    reads JSON only, and the answer says so rather than that the form is not valid JSON."""
+    if (request.content_type or "").lower() in FORM_TYPES:
+        raise ApiError.one(
+            415,
+            f"the body is {request.content_type}; send it as JSON with 'Content-Type: application/json'",
+            path="Content-Type",
+        )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_http_methods
@@ -18,6 +19,7 @@ from .forms import CompareForm, ImportForm
 from .intake import files
 from .models import Experiment, Run
 from .reads import run_page
+from .tokens import token_user
 from .views import fragments
 
 # The report lists at most this many documents per file (every refusal first); the counts are whole.
@@ -102,10 +104,27 @@ def experiment_export(request: HttpRequest, pk: int) -> HttpResponse:
     return _attachment(response, f"experiment-{experiment.pk}.jsonl")
 
 
-@login_required
+PROTOBUF = "application/x-protobuf"
+
+
 @require_GET
 def run_otlp(request: HttpRequest, pk: int) -> HttpResponse:
-    """The run as OTLP JSON (GenAI conventions), to load into Phoenix, Langfuse or another receiver."""
-    run = run_page.run_get(pk=pk)
-    response = JsonResponse(export_otlp.run_otlp_export(run=run), json_dumps_params={"ensure_ascii": False})
+    """The run as one OTLP trace (GenAI conventions), to load into Phoenix, Langfuse or another receiver:
+    OTLP JSON, or protobuf with ``?format=pb`` or ``Accept: application/x-protobuf``. A dashboard login
+    sees every run; an API token (``Authorization: Bearer``), as on the API, its user's runs only."""
+    if request.user.is_authenticated:
+        run = run_page.run_get(pk=pk)
+    else:
+        user = token_user(request)
+        if user is None:
+            return redirect_to_login(request.get_full_path())
+        run = get_object_or_404(Run, pk=pk, owner=user)
+    exported = export_otlp.run_otlp_export(run=run)
+    protobuf = request.GET.get("format") == "pb" or PROTOBUF in request.headers.get("Accept", "")
+    if protobuf:
+        response = HttpResponse(export_otlp.otlp_protobuf(exported), content_type=PROTOBUF)
+        response["Vary"] = "Accept"
+        return _attachment(response, f"run-{run.pk}.otlp.pb")
+    response = JsonResponse(exported, json_dumps_params={"ensure_ascii": False})
+    response["Vary"] = "Accept"
     return _attachment(response, f"run-{run.pk}.otlp.json")

@@ -346,6 +346,20 @@ def test_a_form_body_is_refused_as_not_json(api):
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize("path", ["/runs", "/imports"])
+def test_a_url_encoded_form_body_is_415_not_a_json_error(api, path):
+    response = api.post(path, raw="scenario=refund-too-old", content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 415, response.content
+    assert "application/json" in errors_of(response)["Content-Type"]
+
+
+def test_finishing_with_a_verdict_reason_but_no_verdict_is_a_400_and_the_run_stays_open(api):
+    run_id = api.post("/runs", {"scenario": "refund-too-old"}).json()["id"]
+    response = api.post(f"/runs/{run_id}/finish", {"verdict_reason": "explained the 30 days"})
+    assert response.status_code == 400 and "needs a verdict" in errors_of(response)["verdict_reason"]
+    assert api.get(f"/runs/{run_id}").json()["run"]["status"] == "running"
+
+
 def test_a_bad_id_or_page_is_a_400_not_a_database_error(api):
     assert api.get(f"/runs/{2**70}").status_code == 400
     assert "run_id" in errors_of(api.get(f"/runs/{2**70}"))

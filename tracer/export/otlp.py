@@ -16,16 +16,25 @@ this receiver reads back the same steps.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
 from ..intake.otlp.conventions import EPOCH, EXTRA_ATTEMPT_FIELDS, MODEL_ATTEMPTS, MODEL_RETRY_COUNT
+from ..intake.otlp.receiver import EXPORT_SCOPE
 from ..intake.otlp.wire import STATUS_ERROR, STATUS_OK
 from ..models import Run, Step
 
-SCOPE = "repair-loop-tracer"
+SCOPE = EXPORT_SCOPE
+# GenAI's model calls are CLIENT spans (a call to a remote model); the agent and its tools INTERNAL
+SPAN_KIND_INTERNAL = trace_pb2.Span.SpanKind.SPAN_KIND_INTERNAL
+SPAN_KIND_CLIENT = trace_pb2.Span.SpanKind.SPAN_KIND_CLIENT
 SERVICE = "repair-loop-tracer"
 CHAT_NS = 1_000  # a model turn's span: steps keep no model latency
 
@@ -95,6 +104,7 @@ class _Spans:
         attrs: dict[str, Any],
         error: str | None = None,
         events: list[dict[str, Any]] | None = None,
+        kind: int = SPAN_KIND_INTERNAL,
     ) -> str:
         self.count += 1
         # ids that sort in the order the spans were laid: a receiver ordering spans that start and end
@@ -107,7 +117,7 @@ class _Spans:
                 "spanId": span_id,
                 "parentSpanId": parent,
                 "name": name,
-                "kind": 1,  # SPAN_KIND_INTERNAL
+                "kind": kind,
                 "startTimeUnixNano": str(start),
                 "endTimeUnixNano": str(end),
                 "attributes": _attributes(attrs),
@@ -182,6 +192,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             end=chat_end,
             attrs=_chat_attrs(run, step, parts, step.api_stop_reason),
             events=chat_events,
+            kind=SPAN_KIND_CLIENT,
         )
         t = chat_end
         if final:
@@ -256,6 +267,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             },
             error=f"the model API {last.get('error') or 'failed'}",
             events=call_events,
+            kind=SPAN_KIND_CLIENT,
         )
         t = call_end
     # the root ends when the run did (its steps' latencies, laid end to end, may run past a finish an
@@ -290,7 +302,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
         "spanId": root_id,
         "parentSpanId": "",
         "name": f"invoke_agent {run.scenario}".strip(),
-        "kind": 1,
+        "kind": SPAN_KIND_INTERNAL,
         "startTimeUnixNano": str(start_ns),
         "endTimeUnixNano": str(end_ns),
         "attributes": _attributes(root_attrs),
@@ -307,3 +319,25 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             }
         ]
     }
+
+
+def _ids_base64(node: Any) -> Any:
+    """OTLP JSON's hex ids as protobuf's own JSON mapping spells bytes (base64), for ``ParseDict``."""
+    if isinstance(node, dict):
+        return {
+            k: base64.b64encode(bytes.fromhex(v)).decode()
+            if k in ("traceId", "spanId", "parentSpanId")
+            else _ids_base64(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_ids_base64(v) for v in node]
+    return node
+
+
+def otlp_protobuf(request: dict[str, Any]) -> bytes:
+    """An export (``run_otlp_export``) as an ``ExportTraceServiceRequest`` in protobuf, the encoding
+    every OTLP/HTTP receiver takes (Phoenix answers 415 to JSON)."""
+    message = trace_service_pb2.ExportTraceServiceRequest()
+    json_format.ParseDict(_ids_base64(request), message)
+    return message.SerializeToString()

@@ -137,6 +137,8 @@ def imported_run_close(*, run: Run, end: RunEndIn) -> Run:
     if run.source == Run.Source.AGENT:
         raise _ended(run.pk, "its end")
     errors: list[dict[str, str]] = []
+    if end.verdict_reason and end.verdict is None:
+        errors.append({"path": "verdict_reason", "message": "a verdict_reason needs a verdict (pass or fail)"})
     storable(end.model_dump(mode="python", exclude_defaults=True), "", errors)
     if errors:
         raise IngestError(errors)

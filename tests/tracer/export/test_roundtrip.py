@@ -313,10 +313,11 @@ def recorded_runs(draw) -> dict:
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
 @given(doc=recorded_runs())
-def test_a_run_exported_as_otlp_and_received_back_gives_the_same_steps_and_fields(doc, client):
-    """The same property through the OTLP export: a generated run, imported, exported as OTLP JSON
-    (GenAI conventions) and sent to /v1/traces by another user, is the same run: its steps and every
-    field. Three things a run document may hold that a trace says otherwise, as docs/otlp.md says
+@pytest.mark.parametrize("encoding", ["json", "protobuf"])
+def test_a_run_exported_as_otlp_and_received_back_gives_the_same_steps_and_fields(doc, client, encoding):
+    """The same property through the OTLP export: a generated run, imported, exported as OTLP (GenAI
+    conventions), in JSON and in protobuf, and sent to /v1/traces by another user, is the same run: its
+    steps and every field. Three things a run document may hold that a trace says otherwise, as docs/otlp.md says
     ("The export"), are made as a recorded run has them: a policy (without one a trace's run takes its
     service's name), a finished run's stop reason (without one, a trace without a final answer
     crashed) and a final answer's text (an empty one is no step); and, as a recorded run has it, a
@@ -324,7 +325,7 @@ def test_a_run_exported_as_otlp_and_received_back_gives_the_same_steps_and_field
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
 
-    from tracer.export.otlp import run_otlp_export, trace_id_of
+    from tracer.export.otlp import otlp_protobuf, run_otlp_export, trace_id_of
     from tracer.models import Run
     from tracer.tokens import token_create
 
@@ -335,9 +336,11 @@ def test_a_run_exported_as_otlp_and_received_back_gives_the_same_steps_and_field
     user, _ = get_user_model().objects.get_or_create(username="otlp-roundtrip")
     user.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
     _, secret = token_create(user=user, name="t")
-    body = json.dumps(run_otlp_export(run=run)).encode()
-    response = client.post("/v1/traces", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")
-    assert response.status_code == 200 and json.loads(response.content) == {}, response.content
+    exported = run_otlp_export(run=run)
+    body = json.dumps(exported).encode() if encoding == "json" else otlp_protobuf(exported)
+    kind = "application/json" if encoding == "json" else "application/x-protobuf"
+    response = client.post("/v1/traces", body, content_type=kind, HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 200 and response.content in (b"{}", b""), response.content
     back = Run.objects.get(source=Run.Source.OTLP, owner=user, external_id=trace_id_of(run))
     after = as_json(export_document.run_export(run=back))
     assert len(after["steps"]) == len(before["steps"])

@@ -535,7 +535,9 @@ def _steps_from_tool_spans(tools: list[ToolCall], llm_calls: list[LlmCall]) -> t
         )
     final = None
     last_tool_start = max((t.start_ns for t in tools), default=0)
-    answers = [c for c in calls if _ends_the_run(c) and c.start_ns >= last_tool_start]
+    # the call that answered: one that ended the run after the last tool call started (a tool call the
+    # agent made while that call was under way, sent late, does not undo the answer)
+    answers = [c for c in calls if _ends_the_run(c) and c.end_ns >= last_tool_start]
     if answers:
         answer = answers[-1]
         steps.append(_answer_step(answer, index=len(steps) + 1, tokens=tokens_before(answer.end_ns)))

@@ -159,6 +159,15 @@ def _span_strings(span: Span, keys: _Keys) -> list[str] | None:
 _PLAIN_ITEMS = frozenset({str, int, float, bool, type(None)})
 
 
+EXPORT_SCOPE = "repair-loop-tracer"  # the instrumentation scope of this tracer's own export (tracer.export.otlp)
+
+
+def _export_sent_back(earlier: list[Span], fresh: list[Span]) -> bool:
+    """Whether ``fresh`` spans are this tracer's export of a trace whose stored spans came from elsewhere
+    (an agent's own): a run downloaded and sent back under the account that sent it."""
+    return any(s.scope == EXPORT_SCOPE for s in fresh) and not any(s.scope == EXPORT_SCOPE for s in earlier)
+
+
 def spans_store(*, spans: list[Span], user) -> Receipt:
     """Store ``spans`` with their traces (redacted), each trace's spans in one transaction, and read
     each trace whole; its run is left to ``traces_record`` (``Receipt.unrecorded``). A trace that
@@ -189,6 +198,15 @@ def spans_store(*, spans: list[Span], user) -> Receipt:
             fresh = list({s.span_id: s for s in reversed(new) if s.span_id not in known}.values())[::-1]
             if not fresh and trace.recorded_spans >= trace.span_count:
                 receipt.accepted_spans += len(new)  # all sent before: nothing changes
+                continue
+            if fresh and earlier and _export_sent_back(earlier, fresh):
+                receipt.refuse(
+                    trace_id,
+                    len(new),
+                    f"these spans are this tracer's own export of run {trace.run_id or '?'}, whose trace it is "
+                    "already (sent by its agent): they are not merged into it, which would count its calls "
+                    "twice; to add the export as a new run, send it under another trace id",
+                )
                 continue
             try:
                 reading = conventions.trace_read(trace_id, earlier + fresh)

@@ -338,14 +338,16 @@ def _enum(value: Any, path: str, names: dict[str, int]) -> int:
     return _integer(value, path)
 
 
-def _hex_id(value: Any, path: str, size: int) -> bytes:
-    """A trace or span id: hex as OTLP JSON sends it (base64, protobuf's own JSON mapping, is accepted too)."""
+def _hex_id(value: Any, path: str, size: int) -> tuple[bytes, str | None]:
+    """A trace or span id: hex as OTLP JSON sends it (base64, protobuf's own JSON mapping, is accepted
+    too), and what is wrong with it when it is a string that is no id of ``size`` bytes (that span is
+    left out, in ``partial_success``, as protobuf's are); a value that is no string is a ``WireError``."""
     text = _string(value, path)
     if not text:
-        return b""
+        return b"", None
     if len(text) == 2 * size:
         try:
-            return bytes.fromhex(text)
+            return bytes.fromhex(text), None
         except ValueError:
             pass
     try:
@@ -353,8 +355,8 @@ def _hex_id(value: Any, path: str, size: int) -> bytes:
     except (binascii.Error, ValueError):
         raw = b""
     if len(raw) == size:
-        return raw
-    raise WireError(path, f"{2 * size} hex digits", _got(value))
+        return raw, None
+    return b"", f"{path}: expected {2 * size} hex digits, got {_got(value)}"
 
 
 def _json_value(value: Any, path: str) -> Any:
@@ -427,9 +429,11 @@ def _decode_json(body: bytes) -> Decoded:
             for i, raw in enumerate(_array(ss.get("spans"), f"{spath}.spans")):
                 path = f"{spath}.spans[{i}]"
                 span = _object(raw, path, optional=False)
-                trace_id = _hex_id(_field(span, "traceId", "trace_id"), f"{path}.traceId", TRACE_ID_BYTES)
-                span_id = _hex_id(_field(span, "spanId", "span_id"), f"{path}.spanId", SPAN_ID_BYTES)
-                parent = _hex_id(_field(span, "parentSpanId", "parent_span_id"), f"{path}.parentSpanId", SPAN_ID_BYTES)
+                trace_id, bad_trace = _hex_id(_field(span, "traceId", "trace_id"), f"{path}.traceId", TRACE_ID_BYTES)
+                span_id, bad_span = _hex_id(_field(span, "spanId", "span_id"), f"{path}.spanId", SPAN_ID_BYTES)
+                parent, bad_parent = _hex_id(
+                    _field(span, "parentSpanId", "parent_span_id"), f"{path}.parentSpanId", SPAN_ID_BYTES
+                )
                 status = _object(span.get("status"), f"{path}.status")
                 events = []
                 for e, event in enumerate(_array(span.get("events"), f"{path}.events")):
@@ -465,8 +469,12 @@ def _decode_json(body: bytes) -> Decoded:
                     resource=resource,
                     scope=scope,
                 )
-                problem = _id_problem(trace_id, TRACE_ID_BYTES, f"{path}.traceId") or _id_problem(
-                    span_id, SPAN_ID_BYTES, f"{path}.spanId"
+                problem = (
+                    bad_trace
+                    or bad_span
+                    or bad_parent
+                    or _id_problem(trace_id, TRACE_ID_BYTES, f"{path}.traceId")
+                    or _id_problem(span_id, SPAN_ID_BYTES, f"{path}.spanId")
                 )
                 if problem:
                     rejected.append(problem)

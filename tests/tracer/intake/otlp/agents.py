@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,13 +255,15 @@ def agent_run(
     tool_spans: bool = False,
     processor: Callable[[SpanExporter], SpanProcessor] | None = None,
     exporter: SpanExporter | None = None,
+    late_tool: bool = False,
 ) -> list[ReadableSpan]:
     """Run ``script``'s agent once under ``instrumentation`` and return its spans: an ``invoke_agent``
     root, whatever the instrumentations made of each ``messages.create``, and with ``tool_spans`` an
     ``execute_tool`` span per call (status ERROR and ``error.type`` when it failed). ``sdk_spans``:
     the SDK's own tracing (its default) or off, as ``ANTHROPIC_OPEN_TELEMETRY=false`` turns it off;
     ``content``: its content mode. ``processor``/``exporter``: send the spans as they end (a batch
-    processor over the OTLP exporter) instead of only keeping them."""
+    processor over the OTLP exporter) instead of only keeping them. ``late_tool``: the agent also
+    traces an ``audit_log`` tool call it started while the last model call was under way."""
     traces: dict[str, Any] = {"enabled": sdk_spans}
     if content:
         traces["content_mode"] = "content"
@@ -285,7 +288,9 @@ def agent_run(
         with tracer.start_as_current_span("invoke_agent support-agent", attributes=attributes):
             messages: list[dict[str, Any]] = [{"role": "user", "content": script.task}]
             while True:
+                asked_ns = time.time_ns()
                 response = client.messages.create(model=MODEL, max_tokens=1024, tools=tools, messages=messages)
+                answered_ns = time.time_ns()
                 messages.append({"role": "assistant", "content": [b.model_dump() for b in response.content]})
                 uses = [b for b in response.content if b.type == "tool_use"]
                 if not uses:
@@ -299,6 +304,13 @@ def agent_run(
                         {"type": "tool_result", "tool_use_id": block.id, "content": said, "is_error": not ok}
                     )
                 messages.append({"role": "user", "content": answers})
+            if late_tool:
+                attributes = {genai.GEN_AI_OPERATION_NAME: "execute_tool", genai.GEN_AI_TOOL_NAME: "audit_log"}
+                late = tracer.start_span(
+                    "execute_tool audit_log", attributes=attributes, start_time=(asked_ns + answered_ns) // 2
+                )
+                late.set_attribute(genai.GEN_AI_TOOL_CALL_RESULT, json.dumps({"logged": True}))
+                late.end()
     return list(memory.get_finished_spans())
 
 

@@ -198,3 +198,54 @@ def test_a_server_tools_error_is_a_step_with_its_error_code(client, sender):
         "max_uses_exceeded",
     )
     assert answer.kind == "final_answer" and run.error_count == 1 and run.stop_reason == "final_answer"
+
+
+def test_a_late_tool_span_that_started_inside_the_last_model_call_leaves_the_run_answered(client, sender):
+    spans = agents.agent_run(agents.REFUND, instrumentation="openllmetry", tool_spans=True, late_tool=True)
+    late = [s for s in spans if s.name == "execute_tool audit_log"]
+    first = received(client, sender, [s for s in spans if s not in late])
+    assert first.stop_reason == "final_answer"
+    again = received(client, sender, late)
+    assert again.pk == first.pk and again.stop_reason == "final_answer" and again.status == Run.Status.FINISHED
+    assert again.final_answer == first.final_answer and not again.error
+    assert [s.tool_name for s in again.steps.order_by("index")] == ["process_refund", "audit_log", ""]
+    assert (again.input_tokens, again.output_tokens) == (240, 60)
+
+
+def test_the_export_in_protobuf_or_json_reads_with_a_token_and_marks_model_calls_client(client, sender):
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    _, secret = sender
+    run = received(client, sender, agents.agent_run(agents.SUPPORT, instrumentation="openllmetry", tool_spans=True))
+    url = reverse("tracer:run-otlp", args=[run.pk])
+    token = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    as_json = client.get(url, **token)
+    assert as_json.status_code == 200 and as_json["Content-Type"] == "application/json"
+    spans = as_json.json()["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    kinds = {s["name"].split()[0]: s["kind"] for s in spans}
+    assert kinds == {"invoke_agent": 1, "chat": 3, "execute_tool": 1}  # INTERNAL, CLIENT, INTERNAL
+    for asked in ({"format": "pb"}, {}):
+        headers = token | ({} if asked else {"HTTP_ACCEPT": "application/x-protobuf"})
+        as_pb = client.get(url, asked, **headers)
+        assert as_pb.status_code == 200 and as_pb["Content-Type"] == "application/x-protobuf"
+        decoded = json_format.MessageToDict(trace_service_pb2.ExportTraceServiceRequest.FromString(as_pb.content))
+        assert len(decoded["resourceSpans"][0]["scopeSpans"][0]["spans"]) == len(spans)
+    other = importer("someone-else")
+    _, theirs = token_create(user=other, name="theirs")
+    assert client.get(url, HTTP_AUTHORIZATION=f"Bearer {theirs}").status_code == 404  # not their run
+    assert client.get(url).status_code == 302  # neither logged in nor a token: the login page
+
+
+def test_a_runs_own_export_sent_back_by_its_sender_is_refused_plainly_and_the_run_unchanged(client, sender):
+    user, secret = sender
+    run = received(client, sender, agents.agent_run(agents.REFUND, instrumentation="openinference"))
+    before = (run.input_tokens, run.output_tokens, run.step_count)
+    export = client.get(reverse("tracer:run-otlp", args=[run.pk]), HTTP_AUTHORIZATION=f"Bearer {secret}")
+    response = post(client, secret, export.content, content_type="application/json")
+    assert response.status_code == 200
+    partial = response.json()["partialSuccess"]
+    assert int(partial["rejectedSpans"]) > 0 and "not merged" in partial["errorMessage"]
+    run.refresh_from_db()
+    assert (run.input_tokens, run.output_tokens, run.step_count) == before == (240, 60, 2)
+    assert Run.objects.filter(owner=user).count() == 1

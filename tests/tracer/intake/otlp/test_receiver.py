@@ -819,7 +819,7 @@ def test_malformed_bodies_are_400_naming_the_field_and_what_was_expected(client,
     cases = [
         (("attributes", 0, "value"), {"intValue": "twelve"}, "attributes[0].value.intValue", "an integer"),
         (("name",), 5, ".name", "a string"),
-        (("traceId",), "xyz", ".traceId", "32 hex digits"),
+        (("traceId",), 7, ".traceId", "a string"),  # a string that is no id is that span's refusal alone
         (("startTimeUnixNano",), "yesterday", ".startTimeUnixNano", "an integer"),
         (("status",), [], ".status", "an object"),
     ]
@@ -936,6 +936,22 @@ def test_spans_with_invalid_ids_are_refused_alone_with_partial_success(client, s
     assert response.status_code == 200
     partial = json.loads(response.content)["partialSuccess"]
     assert partial["rejectedSpans"] == "1" and "all zeros" in partial["errorMessage"]
+    assert recorded(the_run(user)) == expected(runs[0])
+
+
+def test_a_json_span_with_a_wrong_length_or_non_hex_id_is_refused_alone_not_the_request(client, sender):
+    user, _, secret = sender
+    runs = bench_runs(2)
+    good = json.loads(json_body(bench_spans(runs[0])))
+    spans = good["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.append(dict(spans[1], traceId="abc123"))  # wrong length
+    spans.append(dict(spans[1], spanId="zz" * 8))  # not hex
+    response = post(client, secret, json.dumps(good).encode(), content_type="application/json")
+    assert response.status_code == 200
+    partial = json.loads(response.content)["partialSuccess"]
+    assert partial["rejectedSpans"] == "2"
+    assert ".traceId: expected 32 hex digits" in partial["errorMessage"]
+    assert ".spanId: expected 16 hex digits" in partial["errorMessage"]
     assert recorded(the_run(user)) == expected(runs[0])
 
 
