@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from agents.diagnosis.kinds import KEYS
 
 from . import access, outage, tokens
-from .api_errors import ApiError, StrictJsonParser, body_size_check, form_body, json_loads, prefixed
+from .api_errors import ApiError, StrictJsonParser, body_discard, body_size_check, form_body, json_loads, prefixed
 from .export import document as export_document
 from .intake import files, live, schema
 from .intake.errors import IngestError, RunEnded, StepConflict, pydantic_errors
@@ -116,6 +116,8 @@ def _body_limited(run):
         try:
             body_size_check(request)
         except ApiError as exc:
+            if exc.status == 413:
+                body_discard(request)
             return _error_response(exc.status, exc.errors)
         return run(request, *args, **kwargs)
 

@@ -84,6 +84,28 @@ def body_size_check(request: HttpRequest) -> None:
         )
 
 
+DISCARD_MAX = 64 * 1024 * 1024  # the most of a refused body read and thrown away so its sender sees the answer
+
+
+def body_discard(request: HttpRequest) -> None:
+    """Read and throw away the body of a request refused by its Content-Length (413), a chunk at a time,
+    nothing kept: a client that sends its whole body before it reads the answer (Python's
+    ``http.client``, most OTLP exporters) then gets the 413 instead of a connection reset mid-send. A
+    body beyond ``DISCARD_MAX`` is not read: its connection is closed after the answer."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return
+    if length > DISCARD_MAX:
+        return
+    left = length
+    while left > 0:
+        chunk = request.read(min(left, 1 << 16))
+        if not chunk:
+            return
+        left -= len(chunk)
+
+
 class StrictJsonParser(Parser):
     """ninja's body parser with ``json_loads``' rules. ninja turns any exception here into a bare
     400; ``tracer.api`` finds this one behind it (``__cause__``) and answers with its message."""

@@ -25,6 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ... import access
+from ...api_errors import body_discard
 from ...outage import RETRY_AFTER_S, database_problem
 from . import receiver, wire
 
@@ -93,7 +94,8 @@ def traces_receive(request: HttpRequest) -> HttpResponse:
     if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
         # Django reads a body by its Content-Length: a chunked one would be read as empty
         return _refusal(kind=kind, status=411, message="send the body with a Content-Length, not chunked")
-    if declared > limit:
+    if declared > limit:  # answered by its Content-Length, the body thrown away unread so the sender sees it
+        body_discard(request)
         return _refusal(kind=kind, status=413, message=str(wire.BodyTooLarge(limit)))
     body = request.body if hasattr(request, "_body") else request.read(limit + 1)
     if len(body) > limit:
