@@ -244,7 +244,8 @@ class RunOut(Schema):
     verdict: str
     step_count: int
     tool_call_count: int
-    error_count: int
+    error_count: int = Field(description="failed steps: tool calls whose last attempt failed")
+    failed_attempt_count: int = Field(description="tool attempts that failed, whether or not a retry then worked")
     retry_count: int
     model_retry_count: int = Field(
         description="model API calls tried again (429, 529, 5xx, no answer), its sub-agents' included"
@@ -311,6 +312,7 @@ def _run_out(run: Run) -> dict[str, Any]:
         "step_count": run.step_count,
         "tool_call_count": run.tool_call_count,
         "error_count": run.error_count,
+        "failed_attempt_count": run.failed_attempt_count,
         "retry_count": run.retry_count,
         "model_retry_count": run.model_retry_count,
         "labels": run.labels or {},

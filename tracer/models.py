@@ -161,6 +161,9 @@ class Run(models.Model):
     step_count = models.PositiveIntegerField(default=0)
     tool_call_count = models.PositiveIntegerField(default=0)
     error_count = models.PositiveIntegerField(default=0)  # steps whose tool_result had is_error
+    # tool attempts that failed, a retry that then worked or not: a retried 503 that came back is one here
+    # and none in error_count (the failed steps)
+    failed_attempt_count = models.PositiveIntegerField(default=0)
     retry_count = models.PositiveIntegerField(default=0)  # harness retries, all steps
     wasted_retry_count = models.PositiveIntegerField(default=0)  # retries after a non-retryable failure
     model_retry_count = models.PositiveIntegerField(default=0)  # retries of model API calls, all steps and the end

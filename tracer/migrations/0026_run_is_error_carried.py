@@ -1,5 +1,6 @@
 # Run.is_error_carried: False for a run whose source cannot carry a tool_result's is_error (GenAI's
-# messages drop it), which the run page says. Adding the column rebuilds tracer_run on SQLite without
+# messages drop it), which the run page says; Run.failed_attempt_count: tool attempts that failed,
+# retried or not (runs recorded before count from here on). Adding the column rebuilds tracer_run on SQLite without
 # the search triggers, so they are made again as 0024 does.
 
 import importlib
@@ -19,6 +20,11 @@ class Migration(migrations.Migration):
             model_name="run",
             name="is_error_carried",
             field=models.BooleanField(default=True),
+        ),
+        migrations.AddField(
+            model_name="run",
+            name="failed_attempt_count",
+            field=models.PositiveIntegerField(default=0),
         ),
         migrations.RunPython(FINDINGS.search_triggers_again, migrations.RunPython.noop),
     ]

@@ -302,3 +302,19 @@ def test_a_replaced_run_loses_the_fields_its_new_document_leaves_blank():
     data = document(external_id="trace-1", scenario="", policy="", model="")
     run = files.run_import(arrival=files.item_arrival(data=data))
     assert (run.scenario, run.policy_name, run.model_name, run.task) == ("", "", "", "")
+
+
+def test_a_failed_attempt_a_retry_then_fixed_is_counted_among_the_failed_attempts_not_the_failed_steps(admin_client):
+    from django.urls import reverse
+
+    from tests.dom import page
+
+    data = document()
+    data["steps"][0]["attempts"] = [
+        {"number": 1, "ok": False, "category": "transient", "retryable": True, "message": "payment service 503"},
+        {"number": 2, "ok": True, "content": {"refunded": True}, "backoff_s": 0.5},
+    ]
+    run = imported(data)
+    assert (run.error_count, run.failed_attempt_count, run.retry_count) == (0, 1, 1)
+    stats = page(admin_client.get(reverse("tracer:run", args=[run.pk]))).select(".stats")[0].text
+    assert "0 failed steps" in stats and "Failed attempts 1" in " ".join(stats.split())
