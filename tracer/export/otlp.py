@@ -162,14 +162,13 @@ def _chat_attrs(run: Run, step: Step, parts: list[dict[str, Any]], finish: str) 
     }
 
 
-def run_otlp_export(*, run: Run) -> dict[str, Any]:
-    """``run`` and its steps as an OTLP JSON ``ExportTraceServiceRequest``."""
-    trace_id = trace_id_of(run)
-    spans = _Spans(trace_id)
-    start_ns = unix_ns(run.started_at or run.created_at)
-    steps = list(Step.objects.filter(run=run).order_by("index"))
-    root_id = _hex(f"{trace_id}:root", 16)
-    t = start_ns
+def _steps_laid(
+    run: Run, steps: list[Step], spans: _Spans, parent: str, t: int, children: dict[tuple[int, int], list[Run]]
+) -> int:
+    """Lay ``run``'s steps as spans under ``parent`` from ``t``: a ``chat`` span per step, an
+    ``execute_tool`` span per attempt, and under a step that ran sub-agents their own ``invoke_agent``
+    spans with their steps (``children``: the run tree's sub-agent runs by parent and step). Returns when
+    the last span ends."""
     for step in steps:
         chat_end, chat_events = _model_call(step.model_attempts or [], t)
         final = step.kind != Step.Kind.TOOL_USE  # a final answer, or a model turn that ended the run unexecuted
@@ -187,7 +186,7 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
             ]
         spans.add(
             name=f"chat {run.model_name}".strip(),
-            parent=root_id,
+            parent=parent,
             start=t,
             end=chat_end,
             attrs=_chat_attrs(run, step, parts, step.api_stop_reason),
@@ -241,15 +240,75 @@ def run_otlp_export(*, run: Run) -> dict[str, Any]:
                 attrs["rlt.error.category"] = attempt.get("category")
                 if attempt.get("retryable") is not None:
                     attrs["rlt.error.retryable"] = attempt["retryable"]
-            spans.add(
+            tool_span = spans.add(
                 name=f"execute_tool {step.tool_name}",
-                parent=root_id,
+                parent=parent,
                 start=t,
                 end=end,
                 attrs=attrs,
                 error=(attempt.get("message") or "") if failed else None,
             )
             t = end
+        for child in children.get((run.pk, step.index), []):  # a sub-agent it ran: a child span of the call
+            _sub_agent_laid(
+                child, spans, parent=tool_span, t=t - round((attempt.get("latency_ms") or 0) * 1e6), children=children
+            )
+    return t
+
+
+def _sub_agents(run: Run) -> dict[tuple[int, int], list[Run]]:
+    """The run's sub-agent runs, and theirs, by (parent run, parent step), with their steps read: one
+    query per level of the tree and one for their steps."""
+    found: dict[tuple[int, int], list[Run]] = {}
+    level = [run.pk]
+    runs: list[Run] = []
+    while level:
+        below = list(Run.objects.filter(parent_id__in=level).order_by("parent_step", "id"))
+        for child in below:
+            found.setdefault((child.parent_id, child.parent_step or 0), []).append(child)
+        runs += below
+        level = [child.pk for child in below]
+    steps: dict[int, list[Step]] = {child.pk: [] for child in runs}
+    for step in Step.objects.filter(run_id__in=list(steps)).order_by("run_id", "index"):
+        steps[step.run_id].append(step)
+    for child in runs:
+        child.exported_steps = steps[child.pk]
+    return found
+
+
+def _sub_agent_laid(child: Run, spans: _Spans, *, parent: str, t: int, children: dict) -> None:
+    """A sub-agent's run as an ``invoke_agent`` span under the tool call that ran it, its steps inside."""
+    agent = spans.add(
+        name=f"invoke_agent {child.label or 'sub-agent'}".strip(),
+        parent=parent,
+        start=t,
+        end=t + CHAT_NS,
+        attrs={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": child.label or "sub-agent",
+            "gen_ai.request.model": child.model_name,
+            "rlt.stop_reason": child.stop_reason,
+        },
+        error=(child.error or child.stop_reason)
+        if child.stop_reason not in ("", Run.StopReason.FINAL_ANSWER)
+        else None,
+    )
+    end = _steps_laid(child, child.exported_steps, spans, agent, t, children)
+    for span in spans.spans:
+        if span["spanId"] == agent:
+            span["endTimeUnixNano"] = str(max(end, t + CHAT_NS))
+            break
+
+
+def run_otlp_export(*, run: Run) -> dict[str, Any]:
+    """``run`` and its steps as an OTLP JSON ``ExportTraceServiceRequest``."""
+    trace_id = trace_id_of(run)
+    spans = _Spans(trace_id)
+    start_ns = unix_ns(run.started_at or run.created_at)
+    root_id = _hex(f"{trace_id}:root", 16)
+    children = _sub_agents(run)
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    t = _steps_laid(run, steps, spans, root_id, start_ns, children)
     if run.failed_model_call:  # the call that failed for good and ended the run: GenAI's error.type
         last = run.failed_model_call[-1]
         call_end, call_events = _model_call(run.failed_model_call, t)

@@ -117,7 +117,10 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
     labels = Labels(spans, root)
     llm_calls: list[LlmCall] = []
     tools: list[ToolCall] = []
+    nested = _sub_agents_spans(spans, root)
     for span in spans:
+        if span.span_id in nested:
+            continue  # a sub-agent's: its run's, not this one's steps
         kind = span_kind(span)
         if kind == LLM:
             llm_calls.append(llm_call(span))
@@ -186,6 +189,26 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
         if transcript is not None and conversation_read:
             arrival.end.transcript = transcript
     return TraceReading(complete=complete, arrival=arrival)
+
+
+def _sub_agents_spans(spans: list[Span], root: Span | None) -> set[str]:
+    """The ids of spans inside a sub-agent's ``invoke_agent`` / AGENT span below the root (a coordinator's
+    sub-agents, as this tracer's export lays them): their calls are the sub-agent's, not the run's steps."""
+    agents = {s.span_id for s in spans if s is not root and s.parent_span_id and span_kind(s) == AGENT}
+    if not agents:
+        return set()
+    parent = {s.span_id: s.parent_span_id for s in spans}
+    inside: set[str] = set()
+    for span in spans:
+        node = span.parent_span_id
+        seen = 0
+        while node and seen < 1000:
+            if node in agents:
+                inside.add(span.span_id)
+                break
+            node = parent.get(node, "")
+            seen += 1
+    return inside
 
 
 def _when(ns: int) -> datetime:

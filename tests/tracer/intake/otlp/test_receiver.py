@@ -1438,3 +1438,31 @@ def test_the_writer_thread_keeps_order_writes_inline_when_full_or_unstartable_an
     writer.submit(job(5))
     writer.join(5)
     assert done[-1] == (5, "otlp-runs-writer") and writer._jobs.empty()
+
+
+def test_a_coordinators_export_nests_its_sub_agents_under_the_calls_that_ran_them_and_reads_back_its_own_steps(
+    client, sender, admin_client
+):
+    from tracer.execution import run_execute
+    from tracer.experiments import run_create
+
+    user, _, secret = sender
+    coordinator = run_create(scenario="coordinator-partial", policy=PolicyVariant.objects.get(name="structured"))
+    run_execute(run_id=coordinator.pk)
+    coordinator.refresh_from_db()
+    children = list(Run.objects.filter(parent=coordinator))
+    assert children
+    exported = admin_client.get(reverse("tracer:run-otlp", args=[coordinator.pk])).json()
+    spans = exported["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    by_id = {s["spanId"]: s for s in spans}
+    agents_below = [s for s in spans if s["name"].startswith("invoke_agent") and s["parentSpanId"]]
+    assert len(agents_below) == len(children)
+    for agent in agents_below:  # each under the execute_tool span of the step that ran it
+        assert by_id[agent["parentSpanId"]]["name"].startswith("execute_tool")
+    assert any(
+        by_id.get(s["parentSpanId"], {}).get("name", "").startswith("invoke_agent") for s in spans if s["parentSpanId"]
+    )
+    response = post(client, secret, json.dumps(exported).encode(), content_type="application/json")
+    assert response.status_code == 200 and json.loads(response.content) == {}
+    back = Run.objects.get(source=Run.Source.OTLP, owner=user)
+    assert steps_of(back) == steps_of(coordinator)  # the sub-agents' calls are not the coordinator's steps
