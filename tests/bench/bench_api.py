@@ -8,7 +8,7 @@ documents are posted in batches of ``--batch`` runs as ``application/x-ndjson`` 
 /api/imports`` with an API token, by one keep-alive client, to gunicorn (config/gunicorn.py, DEBUG
 off) on a free loopback port over a fresh database; one warm-up request first. The clock runs from
 the first batch's request to the last batch's answer (every run recorded, each line its own
-transaction through ``tracer.ingest`` and the recorder).
+transaction through ``tracer.intake`` and the recorder).
 
 The baseline, in the same database: the same rows the API wrote (runs and steps) inserted straight
 with ``bulk_create`` in one transaction. It prints steps per second both ways (workload steps, and

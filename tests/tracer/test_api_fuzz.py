@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db
 MAX_EXAMPLES = int(os.environ.get("RLT_FUZZ_EXAMPLES") or 15)
 # Two checks judge the description's strictness rather than the API's behaviour, and are left out:
 # - negative_data_rejection: pydantic reads some values a JSON Schema would refuse (0 as a date and
-#   time, i.e. 1970-01-01), as tracer.ingest's document schema chose to;
+#   time, i.e. 1970-01-01), as tracer.intake.schema's document schema chose to;
 # - positive_data_acceptance: the document's rules across fields (a tool_use names its tool, steps
 #   are numbered 1, 2, 3…) cannot be said in JSON Schema, so some schema-valid bodies are 400s.
 # Every other check runs: no 5xx, only documented status codes and content types, answers that
