@@ -117,11 +117,11 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
     labels = Labels(spans, root)
     llm_calls: list[LlmCall] = []
     tools: list[ToolCall] = []
-    nested = _sub_agents_spans(spans, root)
-    for span in spans:
-        if span.span_id in nested:
+    kinds = [span_kind(span) for span in spans]
+    nested = _sub_agents_spans(spans, kinds, root)
+    for span, kind in zip(spans, kinds, strict=True):
+        if nested and span.span_id in nested:
             continue  # a sub-agent's: its run's, not this one's steps
-        kind = span_kind(span)
         if kind == LLM:
             llm_calls.append(llm_call(span))
         elif kind == TOOL:
@@ -191,10 +191,12 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
     return TraceReading(complete=complete, arrival=arrival)
 
 
-def _sub_agents_spans(spans: list[Span], root: Span | None) -> set[str]:
+def _sub_agents_spans(spans: list[Span], kinds: list[str], root: Span | None) -> set[str]:
     """The ids of spans inside a sub-agent's ``invoke_agent`` / AGENT span below the root (a coordinator's
     sub-agents, as this tracer's export lays them): their calls are the sub-agent's, not the run's steps."""
-    agents = {s.span_id for s in spans if s is not root and s.parent_span_id and span_kind(s) == AGENT}
+    agents = {
+        s.span_id for s, kind in zip(spans, kinds, strict=True) if kind == AGENT and s is not root and s.parent_span_id
+    }
     if not agents:
         return set()
     parent = {s.span_id: s.parent_span_id for s in spans}
