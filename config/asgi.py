@@ -11,7 +11,7 @@ streams). The threads are the
 same few for the life of the process, each with its database connection kept across requests
 (``CONN_MAX_AGE``), as gunicorn's thread workers had them, and a response's ``close()`` runs on the
 thread that made it once its body is complete (Django's ``request_finished``; the OTLP receiver's
-runs written after the answer, ``tracer.otlp.views``). A body declared larger than ``BODY_MAX_BYTES``
+runs written after the answer, ``tracer.intake.otlp.views``). A body declared larger than ``BODY_MAX_BYTES``
 is answered 413 unread.
 
 Django's own ASGI handler reads bodies first as well, but runs each request's synchronous views on a

@@ -48,7 +48,7 @@ def served(method: str, path: str, *, chunks=(b"",), headers=(), query: bytes = 
 
 
 def test_a_body_sent_in_pieces_reaches_django_whole():
-    from tests.tracer.test_otlp import importer
+    from tests.tracer.intake.otlp.test_receiver import importer
     from tracer.tokens import token_create
 
     _, secret = token_create(user=importer("agent"), name="t")
