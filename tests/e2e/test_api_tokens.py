@@ -103,7 +103,7 @@ def test_the_api_docs_page_works_under_the_csp(page: Page, live_server, user):
     dialog.locator(".auth-container input").fill(token_create(user=user, name="docs")[1])
     dialog.get_by_role("button", name="Apply credentials").click()
     dialog.get_by_role("button", name="Close").click()
-    page.get_by_text("Your runs").click()
+    page.get_by_text("Your runs", exact=True).click()
     page.get_by_role("button", name="Try it out").click()
     page.get_by_role("button", name="Execute").click()
     expect(page.locator(".responses-wrapper .live-responses-table")).to_contain_text("200")
