@@ -108,9 +108,11 @@ class TraceReading:
     arrival: Arrival
 
 
-def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
+def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False) -> TraceReading:
     """The run that ``spans`` (one trace's, in any order) describe. ``IngestError`` when what they
-    say cannot be recorded (e.g. a conversation whose tool_result matches no tool_use)."""
+    say cannot be recorded (e.g. a conversation whose tool_result matches no tool_use), unless
+    ``unreadable_ok``: then the conversation is left unread (its steps wait for the spans that make it
+    readable) and, once the root is in, the run's error says what could not be read."""
     spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns, s.span_id))
     roots = [s for s in spans if not s.parent_span_id]
     root = roots[0] if roots else None
@@ -137,6 +139,7 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
 
     llm_calls = calls_merged(llm_calls)
     conversation_read = False
+    unreadable = ""  # what of the conversation could not be read (unreadable_ok)
     carried = True  # whether the trace could say a tool_result's is_error
     final = None
     steps: list[StepEvent] = []
@@ -144,19 +147,27 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
     if tools:
         steps, final = _steps_from_tool_spans(tools, llm_calls)
     elif llm_calls:
-        talk = _conversation(llm_calls, complete=complete)
+        try:
+            talk = _conversation(llm_calls, complete=complete)
+            if talk is not None:
+                # the conversation, read as every source's conversation is (intake.conversation)
+                turns, transcript, carried = talk
+                errors: list[dict[str, str]] = []
+                reading = conversation.turns_steps(turns, errors)
+                if errors:
+                    raise IngestError(errors)
+        except IngestError as exc:
+            if not unreadable_ok:
+                raise
+            # no steps from it until the spans that make it readable arrive
+            talk, transcript = None, None
+            unreadable = "; ".join(f"{e['path']}: {e['message']}" for e in exc.errors[:3])
         if talk is not None:
-            # the conversation, read as every source's conversation is (intake.conversation)
-            turns, transcript, carried = talk
-            errors: list[dict[str, str]] = []
-            reading = conversation.turns_steps(turns, errors)
-            if errors:
-                raise IngestError(errors)
             conversation_read = True
             steps, final = reading.steps, reading.final
             model = model or text_of(transcript.get("model"))
             task = task or reading.task
-        else:  # no conversation to read: the model's last words, if any
+        elif not unreadable:  # no conversation to read: the model's last words, if any
             last = llm_calls[-1]
             if _ends_the_run(last):
                 steps = [_answer_step(last, index=1, tokens=(last.input_tokens, last.output_tokens))]
@@ -188,6 +199,9 @@ def trace_read(trace_id: str, spans: list[Span]) -> TraceReading:
         arrival.end.model_attempts = failed_call
         if transcript is not None and conversation_read:
             arrival.end.transcript = transcript
+        if unreadable:
+            note = f"the conversation its spans carry could not be read as steps ({unreadable})"
+            arrival.end.error = f"{arrival.end.error}; {note}" if arrival.end.error else note
     return TraceReading(complete=complete, arrival=arrival)
 
 

@@ -211,8 +211,15 @@ def spans_store(*, spans: list[Span], user) -> Receipt:
             try:
                 reading = conventions.trace_read(trace_id, earlier + fresh)
             except IngestError as exc:
-                receipt.refuse(trace_id, len(new), "; ".join(f"{e['path']}: {e['message']}" for e in exc.errors[:3]))
-                continue
+                if not earlier and any(not s.parent_span_id for s in fresh):
+                    # a whole trace that cannot be read: refused, nothing of it stored
+                    why = "; ".join(f"{e['path']}: {e['message']}" for e in exc.errors[:3])
+                    receipt.refuse(trace_id, len(new), why)
+                    continue
+                # part of a trace, or spans added to one stored before: kept, since the spans still to
+                # come (exporters send a trace's spans in any order, over several requests) may make
+                # it readable; refusing them would lose them for good
+                reading = conventions.trace_read(trace_id, earlier + fresh, unreadable_ok=True)
             if not fresh:  # sent again while its run is behind its spans: written from them now
                 receipt.accepted_spans += len(new)
                 receipt.unrecorded.append(
@@ -306,7 +313,7 @@ def traces_unrecorded_write(*, older_than: datetime, limit: int = 100) -> int:
     for trace in behind.select_related("owner").order_by("updated_at")[:limit]:
         spans = _stored_spans([trace.pk]).get(trace.pk, [])
         try:
-            reading = conventions.trace_read(trace.trace_id, spans)
+            reading = conventions.trace_read(trace.trace_id, spans, unreadable_ok=True)
         except IngestError as exc:  # read when stored: only a change of this code gets here
             logger.warning("OTLP trace %s can no longer be read: %s", trace.trace_id, exc)
             OtlpTrace.objects.filter(pk=trace.pk).update(recorded_spans=F("span_count"))

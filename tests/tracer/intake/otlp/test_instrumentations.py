@@ -5,13 +5,17 @@ field by field (tests/tracer/intake/otlp/agents.py makes the spans; none is writ
 
 from __future__ import annotations
 
+import json
+import random
+
 import pytest
 from django.urls import reverse
+from opentelemetry.sdk.trace import ReadableSpan
 
 from tests.dom import page as page_of
 from tests.tracer.intake.otlp import agents
-from tests.tracer.intake.otlp.test_receiver import importer, json_body, pb_body, post
-from tracer.models import Run
+from tests.tracer.intake.otlp.test_receiver import answer, importer, json_body, pb_body, post
+from tracer.models import OtlpTrace, Run
 from tracer.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -249,3 +253,51 @@ def test_a_runs_own_export_sent_back_by_its_sender_is_refused_plainly_and_the_ru
     run.refresh_from_db()
     assert (run.input_tokens, run.output_tokens, run.step_count) == before == (240, 60, 2)
     assert Run.objects.filter(owner=user).count() == 1
+
+
+@pytest.mark.parametrize("instrumentation", ["sdk", "openllmetry", "openinference"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_conversation_traces_spans_shuffled_over_requests_are_all_kept_and_give_the_same_run(
+    client, sender, instrumentation, seed
+):
+    user, secret = sender
+    spans = agents.agent_run(agents.SUPPORT, instrumentation=instrumentation, content=True)
+    whole = received(client, sender, spans)
+    want = steps(whole), whole.stop_reason, whole.final_answer, whole.input_tokens, whole.output_tokens
+    whole.delete()
+    OtlpTrace.objects.filter(owner=user).delete()
+    shuffled = spans[:]
+    random.Random(seed).shuffle(shuffled)  # a later call's conversation may come before the calls it follows
+    for k in range(len(shuffled)):
+        response = post(client, secret, pb_body(shuffled[k : k + 1]))
+        assert response.status_code == 200 and not answer(response).HasField("partial_success"), response.content
+    run = Run.objects.get(owner=user, source=Run.Source.OTLP)
+    assert (steps(run), run.stop_reason, run.final_answer, run.input_tokens, run.output_tokens) == want
+    assert OtlpTrace.objects.get(run=run).span_count == len(spans)
+
+
+def test_a_whole_trace_whose_conversation_cannot_be_read_is_refused_and_nothing_of_it_stored(client, sender):
+    user, secret = sender
+    spans = agents.agent_run(agents.REFUND, instrumentation="openinference", sdk_spans=False)
+    bad = json.dumps({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope"}]}]})
+    broken = [
+        ReadableSpan(
+            name=s.name,
+            context=s.context,
+            parent=s.parent,
+            resource=s.resource,
+            kind=s.kind,
+            attributes={**s.attributes, "input.value": bad} if s.attributes.get("input.value") else s.attributes,
+            events=s.events,
+            status=s.status,
+            start_time=s.start_time,
+            end_time=s.end_time,
+            instrumentation_scope=s.instrumentation_scope,
+        )
+        for s in spans
+    ]
+    response = post(client, secret, pb_body(broken))
+    partial = answer(response).partial_success
+    assert response.status_code == 200 and partial.rejected_spans == len(spans)
+    assert "matches no tool_use" in partial.error_message
+    assert not Run.objects.filter(owner=user).exists() and not OtlpTrace.objects.filter(owner=user).exists()

@@ -955,10 +955,30 @@ def test_a_json_span_with_a_wrong_length_or_non_hex_id_is_refused_alone_not_the_
     assert recorded(the_run(user)) == expected(runs[0])
 
 
-def test_a_trace_the_recorder_refuses_is_rejected_alone(client, sender):
+def test_a_traces_model_spans_sent_before_its_tool_spans_are_kept_and_read_once_the_rest_arrives(client, sender):
+    # An exporter may send a trace's model calls in one request and its tool calls and root in later ones:
+    # the model calls alone read as a conversation the receiver cannot pair yet, and refusing them then
+    # would lose them for good (exporters count a partial success as sent).
+    user, _, secret = sender
+    runs = bench_runs(6)
+    for run in runs:
+        spans = bench_spans(run)
+        llm = [s for s in spans if s.attributes.get("openinference.span.kind") == "LLM"]
+        rest = [s for s in spans if s not in llm]
+        for part in (llm, rest):
+            response = post(client, secret, pb_body(part))
+            assert response.status_code == 200 and not answer(response).HasField("partial_success"), response.content
+    for run in runs:
+        stored = Run.objects.get(owner=user, external_id=run["trace_id"])
+        assert recorded(stored) == expected(run)
+        assert OtlpTrace.objects.get(run=stored).span_count == len(bench_spans(run))
+
+
+def test_a_whole_trace_the_recorder_refuses_is_rejected_alone(client, sender):
     user, _, secret = sender
     runs = bench_runs(2)
     tr = Tracer()
+    root = tr.span("agent", {"openinference.span.kind": "AGENT"}, span_id=7)
     bad = tr.span(
         "llm",
         {
@@ -972,10 +992,11 @@ def test_a_trace_the_recorder_refuses_is_rejected_alone(client, sender):
             ),
             "input.mime_type": "application/json",
         },
+        parent=7,
     )
-    response = post(client, secret, pb_body([*bench_spans(runs[0]), bad]))
+    response = post(client, secret, pb_body([*bench_spans(runs[0]), bad, root]))
     partial = answer(response).partial_success
-    assert response.status_code == 200 and partial.rejected_spans == 1
+    assert response.status_code == 200 and partial.rejected_spans == 2
     assert "matches no tool_use" in partial.error_message
     assert Run.objects.filter(owner=user).count() == 1
 
