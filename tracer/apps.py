@@ -38,3 +38,11 @@ class TracerConfig(AppConfig):
         from .admin import date_hierarchy_overflow_guard
 
         date_hierarchy_overflow_guard(admin.site)
+
+        # The matrix's tallies are kept by triggers (tracer/tallies.py): after every migrate they are
+        # put back when a migration dropped them (SQLite rebuilds a table to alter it) or they changed.
+        from django.db.models.signals import post_migrate
+
+        from .tallies import tallies_ensure
+
+        post_migrate.connect(tallies_ensure, sender=self)

@@ -41,6 +41,7 @@ from agents.vocabulary import ErrorCategory, StopReason
 
 from .models import Finding as FindingRow
 from .models import FindingDay, MessageTemplate, PatternDay, Run, Step, TemplateDay, ToolDay
+from .signatures import event_fields, stop_key
 
 logger = logging.getLogger(__name__)
 SCOPE = ("day", "source", "scenario", "policy_name", "model_name")
@@ -523,15 +524,24 @@ def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
     return sum(1 for s in stored if s.finished)
 
 
+def _stop_key(stored: Stored) -> str | None:
+    """The run's ``Run.stop_signature``: a guard stop's signature from its last step, as stored."""
+    if not stored.finished:
+        return None
+    last = event_fields(stored.steps[-1]) if stored.steps else None
+    return stop_key(stored.start.scenario, stored.start.policy_name, stored.end.stop_reason, last)
+
+
 def _runs_mark(stored: Sequence[Stored], results) -> None:
-    """Each run's finding kinds, rule set and contribution, in one UPDATE from a VALUES list per 200
-    runs (``bulk_update``'s ``CASE`` over 500 runs cost Django more to build than the diagnosis)."""
+    """Each run's finding kinds, rule set, contribution and stop signature, in one UPDATE from a VALUES
+    list per 200 runs (``bulk_update``'s ``CASE`` over 500 runs cost Django more to build than the diagnosis)."""
     rows = [
         (
             s.run_id,
             ",".join(dict.fromkeys(f.kind for f in findings))[:400],
             RULE_SET if s.finished else "",
             orjson.dumps(contribution.to_dict() if s.finished else {}).decode(),
+            _stop_key(s),
         )
         for s, (findings, contribution, _) in zip(stored, results, strict=True)
     ]
@@ -540,11 +550,13 @@ def _runs_mark(stored: Sequence[Stored], results) -> None:
     with connection.cursor() as cursor:
         for start in range(0, len(rows), 200):
             chunk = rows[start : start + 200]
+            values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
             cursor.execute(
-                f"WITH v (id, kinds, rule_set, rolled) AS (VALUES {', '.join(['(%s, %s, %s, %s)'] * len(chunk))}) "
+                f"WITH v (id, kinds, rule_set, rolled, stop) AS (VALUES {values}) "
                 f"UPDATE {table} SET finding_kinds = (SELECT v.kinds FROM v WHERE v.id = {table}.id), "
                 f"rule_set = (SELECT v.rule_set FROM v WHERE v.id = {table}.id), "
-                f"rolled_up = (SELECT {rolled} FROM v WHERE v.id = {table}.id) "
+                f"rolled_up = (SELECT {rolled} FROM v WHERE v.id = {table}.id), "
+                f"stop_signature = (SELECT v.stop FROM v WHERE v.id = {table}.id) "
                 f"WHERE id IN (SELECT v.id FROM v)",
                 [value for row in chunk for value in row],
             )

@@ -183,6 +183,10 @@ class Run(models.Model):
     # What its diagnosis added to the rollups (tracer/diagnosis.py), so diagnosing it again takes
     # exactly that back first.
     rolled_up = models.JSONField(default=dict, blank=True)
+    # A guard stop's signature (tracer/signatures.py), written with its findings: the stop queue counts
+    # the unreviewed stops identical to each through it. NULL for other runs and until diagnosed;
+    # nullable without a default so that SQLite adds it without rebuilding tracer_run.
+    stop_signature = models.CharField(max_length=16, null=True, blank=True)  # noqa: DJ001 (NULL: none yet)
 
     # Who claimed it: the Celery worker's name (``celery@host``; the host name outside a worker) and
     # the pid of the process that executes it there. Matched by equality, never parsed from text.
@@ -244,6 +248,17 @@ class Run(models.Model):
             # "stop_reason" alone, 100,000 runs took SQLite 25 ms to sort); the stop queue's
             # stop_reason IN (...) reads the first.
             models.Index(fields=["stop_reason", "-created_at", "-id"], name="run_stop_created_idx"),
+            # The stop queue's identical stops, and the guard stops not yet given a signature.
+            models.Index(
+                fields=["stop_signature"],
+                condition=models.Q(stop_signature__isnull=False),
+                name="run_stop_signature_idx",
+            ),
+            models.Index(
+                fields=["stop_reason"],
+                condition=models.Q(stop_signature__isnull=True, stop_reason__in=["consecutive_errors", "max_steps"]),
+                name="run_stop_unsigned_idx",
+            ),
             models.Index(fields=["verdict", "-created_at", "-id"], name="run_verdict_created_idx"),
             models.Index(fields=["model_backend", "-created_at", "-id"], name="run_backend_created_idx"),
             models.Index(fields=["status", "-created_at", "-id"], name="run_status_created_idx"),
@@ -667,3 +682,42 @@ class PatternDay(Scoped):
             )
         ]
         indexes = [models.Index(fields=["day", "signature"], name="patternday_day_idx")]
+
+
+class MatrixTally(models.Model):
+    """The policy matrix's sums over the runs it counts, one row per scenario, policy, model backend and
+    experiment (0: none), kept by the database itself: triggers on ``tracer_run`` add a run as it
+    becomes counted and take it back as it changes or goes (``tracer/tallies.py``), so the matrix
+    reads a few rows whatever the number of runs."""
+
+    scenario = models.CharField(max_length=100)
+    policy_name = models.CharField(max_length=40)
+    model_backend = models.CharField(max_length=20)
+    experiment = models.BigIntegerField()  # the experiment's id; 0 for runs of no experiment
+    runs = models.BigIntegerField(default=0)
+    passes = models.BigIntegerField(default=0)
+    tool_calls = models.BigIntegerField(default=0)
+    retries = models.BigIntegerField(default=0)
+    wasted_retries = models.BigIntegerField(default=0)
+    model_retries = models.BigIntegerField(default=0)
+    guard_stops = models.BigIntegerField(default=0)
+    max_steps_stops = models.BigIntegerField(default=0)
+    cut_off = models.BigIntegerField(default=0)
+    refusals = models.BigIntegerField(default=0)
+    crashes = models.BigIntegerField(default=0)
+    interrupted = models.BigIntegerField(default=0)
+    imported = models.BigIntegerField(default=0)
+    tokens = models.BigIntegerField(default=0)
+    duration_us = models.BigIntegerField(default=0)  # microseconds from start to end, summed over the timed runs
+    timed = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scenario", "policy_name", "model_backend", "experiment"], name="matrixtally_key_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["experiment"], name="matrixtally_experiment_idx")]  # an experiment's page
+
+    def __str__(self) -> str:
+        return f"tally {self.scenario}/{self.policy_name}/{self.model_backend}/{self.experiment}: {self.runs} runs"

@@ -298,6 +298,7 @@ class Generator:
         from tests.factories import final_step, tool_step
         from tracer import recording
         from tracer.models import Run
+        from tracer.signatures import event_fields, stop_key
 
         rng = self.rng
         n = steps or self.step_count()
@@ -371,6 +372,8 @@ class Generator:
             created_at=created,
             started_at=created,
             finished_at=None if active else created + timedelta(seconds=n + 1),
+            # as diagnosis writes it when the run ends
+            stop_signature=None if active else stop_key(scenario, policy, reason, event_fields(events[-1])),
             **counters,
         )
         return run, rows

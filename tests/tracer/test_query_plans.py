@@ -51,15 +51,20 @@ def test_runs_of_one_scenario_and_policy_come_from_an_index_in_order():
     assert "TEMP B-TREE" not in found
 
 
-def test_the_policy_matrix_reads_only_a_covering_index_in_group_order():
+def test_the_policy_matrix_reads_the_kept_tallies_and_no_run_but_re_runs_and_overrides():
+    """The matrix sums nothing per run: the tallies the triggers keep (tracer/tallies.py), the re-runs
+    and the overridden verdicts, each from its index; an experiment's matrix from the tallies' index."""
     guard_stop()
-    with CaptureQueriesContext(connection) as ctx:
-        policy_matrix()
-    # the aggregate over every run (the other two read the few re-run runs and reviewed runs)
-    [main] = [q["sql"] for q in ctx.captured_queries if "GROUP BY" in q["sql"] and "rerun_of" not in q["sql"]]
-    found = plan(main)
-    assert "COVERING INDEX run_matrix_cover_idx" in found
-    assert "TEMP B-TREE" not in found
+    for narrowing, tally_plan in (
+        ({}, "SCAN tracer_matrixtally"),
+        ({"experiment_ids": [1]}, "matrixtally_experiment_idx"),
+    ):
+        with CaptureQueriesContext(connection) as ctx:
+            policy_matrix(**narrowing)
+        plans = [plan(q["sql"]) for q in ctx.captured_queries]
+        assert len(plans) == 3 and tally_plan in plans[0], plans
+        assert "rerun_of_id" in plans[1] and "review_override_idx" in plans[2], plans
+        assert not any("SCAN tracer_run" in p for p in plans), plans
 
 
 def test_other_policies_newest_runs_are_found_by_hopping_through_an_index_not_reading_every_run():

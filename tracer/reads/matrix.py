@@ -19,7 +19,7 @@ from django.db.models import (
     Sum,
 )
 
-from ..models import PolicyVariant, Run, StopReview
+from ..models import Experiment, MatrixTally, PolicyVariant, Run, StopReview
 from ..stats import Interval, beyond_noise, wilson_interval
 from .common import not_archived
 
@@ -150,6 +150,9 @@ class Seconds(Func):
 
 
 MATRIX_KEYS = ("scenario", "policy_name", "model_backend", "experiment_id")  # run_matrix_cover_idx's order
+TALLY_KEYS = ("scenario", "policy_name", "model_backend", "experiment")  # MatrixTally's, experiment 0 for none
+# What MatrixTally keeps as it is; the duration it keeps in microseconds. The rest is applied as the matrix reads.
+STORED_FIELDS = [name for name in TALLY_FIELDS if name not in ("duration_s", "overridden", "simulated")]
 
 
 def matrix_scope(*, experiment_ids: Iterable[int] = (), model_backend: str = "", of: str = "") -> Q:
@@ -202,18 +205,33 @@ def in_scope(scope: Q) -> ExpressionWrapper:
     return ExpressionWrapper(scope, output_field=BooleanField())
 
 
+def stored_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "") -> dict[tuple, Tally]:
+    """``matrix_groups`` of the runs in ``matrix_scope``, as the triggers of ``tracer/tallies.py`` keep
+    them in ``MatrixTally``: one query over a few rows per scenario, policy, backend and experiment."""
+    rows = MatrixTally.objects.filter(runs__gt=0)
+    if experiment_ids:
+        rows = rows.filter(experiment__in=list(experiment_ids))
+    else:
+        rows = rows.exclude(experiment__in=Experiment.objects.filter(archived_at__isnull=False).values("id"))
+    if model_backend:
+        rows = rows.filter(model_backend=model_backend)
+    tallies: dict[tuple, Tally] = {}
+    for row in rows.values(*TALLY_KEYS, *STORED_FIELDS, "duration_us"):
+        key = (row["scenario"], row["policy_name"], row["model_backend"], row["experiment"] or None)
+        tallies[key] = Tally(**{name: row[name] for name in STORED_FIELDS}, duration_s=row["duration_us"] / 1e6)
+    return tallies
+
+
 def matrix_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "") -> dict[tuple, Tally]:
     """What the matrix counts, per scenario, policy, backend and experiment, in three queries:
 
-    - every run in scope, from ``run_matrix_cover_idx`` alone, in group order;
+    - every run in scope, as the database keeps them summed (``stored_tallies``);
     - minus the runs that were interrupted and re-run (their re-runs stand in for them, and are counted
       by the first query once they finish): read from the re-runs, few;
     - the reviewers' verdict overrides among the counted runs (read from ``review_override_idx``, few),
       so a run counts as passed by its effective verdict: the reviewer's override, else the judge's."""
     narrowing = {"experiment_ids": experiment_ids, "model_backend": model_backend}
-    tallies: dict[tuple, Tally] = {}
-    for g in matrix_groups(Run.objects.filter(matrix_scope(**narrowing))):
-        tallies[tuple(g[k] for k in MATRIX_KEYS)] = Tally(**{name: g.get(name) or 0 for name in TALLY_FIELDS})
+    tallies = stored_tallies(**narrowing)
     reruns = Run.objects.filter(rerun_of__isnull=False).annotate(
         in_scope=in_scope(matrix_scope(**narrowing, of="rerun_of__"))
     )

@@ -22,6 +22,7 @@ from ..divergence import (
     canonical,
 )
 from ..models import Experiment, Run, Step, StopReview
+from ..signatures import SIGNATURE_STEP_FIELDS, stop_key
 from .common import HEAVY_FIELDS, not_archived
 from .peers import PAIRINGS, run_policy_peers
 
@@ -129,34 +130,21 @@ def stop_filter_values() -> dict[str, list]:
     return {"policies": policies, "experiments": experiments}
 
 
-# A stop's signature: scenario, policy, stop reason, and the tool and error of its last step when that
-# step is a failing tool call. Stops with one signature are "identical": one review may cover them all.
-StopSignature = tuple[str, str, str, str, str]
-SIGNATURE_STEP_FIELDS = ("kind", "tool_name", "is_error", "category", "attempts", "result_content")
+def _last_step(step: Step | None) -> tuple | None:
+    return tuple(getattr(step, f) for f in SIGNATURE_STEP_FIELDS) if step is not None else None
 
 
-def _failing_call(
-    kind: str, tool_name: str, is_error: bool, category: str, attempts: list | None, result_content: Any
-) -> tuple[str, str]:
-    """(tool, error) of a failing tool call: the last failed attempt's category and message, or for a
-    step recorded without attempts (imported) its category and what it returned; blank otherwise."""
-    if kind != Step.Kind.TOOL_USE or not is_error:
-        return ("", "")
-    failed = [a for a in attempts or [] if not a.get("ok")]
-    if failed:
-        return (tool_name, f"{failed[-1].get('category') or ''}: {failed[-1].get('message') or ''}")
-    return (tool_name, f"{category}: {canonical(result_content)}")
+def run_stop_key(run: Run, last_step: Step | None) -> str | None:
+    """``run``'s signature key: as stored, else (not yet diagnosed) from its last step (``None``: none)."""
+    if run.stop_signature is not None or run.stop_reason not in GUARD_STOPS:
+        return run.stop_signature
+    return stop_key(run.scenario, run.policy_name, run.stop_reason, _last_step(last_step))
 
 
-def stop_signature(run: Run, last_step: Step | None) -> StopSignature:
-    """``run``'s signature from its last step (``None``: it has none)."""
-    call = _failing_call(*(getattr(last_step, f) for f in SIGNATURE_STEP_FIELDS)) if last_step else ("", "")
-    return (run.scenario, run.policy_name, run.stop_reason, *call)
-
-
-def unreviewed_stop_signatures(*, kinds: Iterable[tuple[str, str, str]]) -> dict[int, StopSignature]:
-    """The signature of every unreviewed guard stop of ``kinds`` (scenario, policy, stop reason), by run
-    id, in one query: each run's last step found through the (run, index) index at ``step_count``."""
+def _unsigned_unreviewed(kinds: Iterable[tuple[str, str, str]]) -> dict[int, str]:
+    """The unreviewed guard stops of ``kinds`` (scenario, policy, stop reason) not yet given a signature
+    (their end not diagnosed), by run id, with the key their last step gives: one query through
+    ``run_stop_unsigned_idx``, which holds only those."""
     alike = Q()
     for scenario, policy, reason in set(kinds):
         if reason in GUARD_STOPS:
@@ -164,18 +152,46 @@ def unreviewed_stop_signatures(*, kinds: Iterable[tuple[str, str, str]]) -> dict
     if not alike:
         return {}
     rows = (
-        Step.objects.filter(alike, run__review__isnull=True, index=F("run__step_count"))
+        Step.objects.filter(
+            alike,
+            run__stop_signature__isnull=True,
+            run__stop_reason__in=GUARD_STOPS,
+            run__review__isnull=True,
+            index=F("run__step_count"),
+        )
         .order_by()
         .values_list("run_id", "run__scenario", "run__policy_name", "run__stop_reason", *SIGNATURE_STEP_FIELDS)
     )
-    return {row[0]: (row[1], row[2], row[3], *_failing_call(*row[4:])) for row in rows}
+    return {row[0]: stop_key(*row[1:4], tuple(row[4:])) for row in rows}
+
+
+def unreviewed_identical(*, keys: Iterable[str], kinds: Iterable[tuple[str, str, str]]) -> Counter:
+    """How many unreviewed guard stops have each signature key of ``keys``, in two queries: the signed
+    ones counted through ``run_stop_signature_idx``, and those of ``kinds`` not yet signed."""
+    keys = {k for k in keys if k}
+    counts: Counter = Counter()
+    if keys:
+        signed = (
+            Run.objects.filter(stop_signature__in=keys, review__isnull=True)
+            .order_by()
+            .values_list("stop_signature")
+            .annotate(n=Count("id"))
+        )
+        counts.update(dict(signed))
+    counts.update(k for k in _unsigned_unreviewed(kinds).values() if k in keys)
+    return counts
 
 
 def stops_identical(*, run: Run) -> list[Run]:
-    """The unreviewed guard stops identical to ``run`` (``stop_signature``), ``run`` left out; three queries."""
-    signatures = unreviewed_stop_signatures(kinds=[(run.scenario, run.policy_name, run.stop_reason)])
-    mine = stop_signature(run, run.steps.filter(index=run.step_count).first())
-    ids = [pk for pk, signature in signatures.items() if signature == mine and pk != run.pk]
+    """The unreviewed guard stops identical to ``run`` (``tracer/signatures.py``), ``run`` left out; at most
+    four queries."""
+    mine = run_stop_key(run, None if run.stop_signature else run.steps.filter(index=run.step_count).first())
+    if mine is None:
+        return []
+    kind = [(run.scenario, run.policy_name, run.stop_reason)]
+    ids = {pk for pk, key in _unsigned_unreviewed(kind).items() if key == mine}
+    ids |= set(Run.objects.filter(stop_signature=mine, review__isnull=True).values_list("id", flat=True))
+    ids.discard(run.pk)
     return list(Run.objects.filter(pk__in=ids).only("id", "status", "verdict", "stop_reason").order_by("id"))
 
 
@@ -193,14 +209,14 @@ def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     for step in last_steps:
         tail[step.run_id].append(step)
     peers = run_policy_peers(runs=runs, finished=True)
-    unreviewed = unreviewed_stop_signatures(kinds=[(r.scenario, r.policy_name, r.stop_reason) for r in runs])
-    alike = Counter(unreviewed.values())
+    keys = {run.pk: run_stop_key(run, tail[run.pk][-1] if tail[run.pk] else None) for run in runs}
+    alike = unreviewed_identical(keys=keys.values(), kinds=[(r.scenario, r.policy_name, r.stop_reason) for r in runs])
     cases = []
     for run in runs:
         other = min(peers[run.pk], key=lambda peer: PAIRINGS.index(peer.pairing), default=None)
         review = getattr(run, "review", None)  # reverse one-to-one: absent raises AttributeError
-        mine = stop_signature(run, tail[run.pk][-1] if tail[run.pk] else None)
-        identical = alike[mine] - (run.pk in unreviewed)
+        mine = keys[run.pk]
+        identical = max(alike[mine] - (review is None), 0) if mine else 0
         cases.append(
             StopCase(run=run, errors=tripping_errors(tail[run.pk]), other=other, review=review, identical=identical)
         )

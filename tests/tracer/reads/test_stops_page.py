@@ -49,3 +49,35 @@ def test_stop_cases_pair_each_stop_with_another_policys_run():
     assert case.other == other
     assert [s.index for s in case.errors] == [1, 2, 3]
     assert case.review is None
+
+
+def test_a_guard_stop_keeps_its_signature_once_diagnosed_and_other_runs_keep_none():
+    from tracer import diagnosis
+
+    a, b = guard_stop(), guard_stop()
+    other_error = guard_stop()
+    other_error.steps.filter(index=3).update(attempts=[failed_attempt(1, message="another error").to_dict()])
+    answered = refund_too_old_structured()
+    before = {r.pk: stops_page.stops_identical(run=r) for r in (a, other_error)}  # from their last steps
+    diagnosis.runs_diagnose(run_ids=[a.pk, b.pk, other_error.pk, answered.pk])
+    keys = dict(Run.objects.values_list("id", "stop_signature"))
+    assert keys[a.pk] == keys[b.pk] and len(keys[a.pk]) == 16
+    assert keys[other_error.pk] not in (None, keys[a.pk]) and keys[answered.pk] is None
+    a.refresh_from_db()
+    other_error.refresh_from_db()
+    assert stops_page.stops_identical(run=a) == before[a.pk] == [b]
+    assert stops_page.stops_identical(run=other_error) == before[other_error.pk] == []
+
+
+def test_stops_signed_and_not_yet_signed_count_alike_as_identical():
+    from tracer import diagnosis
+
+    signed = [guard_stop() for _ in range(3)]
+    diagnosis.runs_diagnose(run_ids=[r.pk for r in signed])
+    unsigned = [guard_stop() for _ in range(2)]  # ended, not yet diagnosed
+    StopReviewFactory(run=signed[0])
+    runs = list(stops_page.stop_queue(state="all"))
+    cases = {case.run.pk: case.identical for case in stops_page.stop_cases(runs=runs)}
+    # four unreviewed stops of one signature: each unreviewed one has three others, the reviewed one four
+    assert cases == {signed[0].pk: 4, signed[1].pk: 3, signed[2].pk: 3, unsigned[0].pk: 3, unsigned[1].pk: 3}
+    assert {r.pk for r in stops_page.stops_identical(run=signed[1])} == {signed[2].pk, *(r.pk for r in unsigned)}
