@@ -14,7 +14,6 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -56,7 +55,6 @@ from .reads import (
 from .reads import findings as findings_reads
 
 RUNS_PER_PAGE = 50
-STOPS_PER_PAGE = 20
 
 # django-htmx's guidance for views that switch content on request.htmx: vary on the headers read.
 # A history restore (Back after hx-push-url) is asked without HX-Request (base.html's htmx-config:
@@ -376,7 +374,7 @@ def stops(request: HttpRequest) -> HttpResponse:
     counts = stops_page.stop_counts(**filters)
     if request.htmx.target == "stop-counts":
         return render(request, "tracer/stops.html#stop-counts", {"counts": counts, "state": state, "form": form})
-    page = Paginator(stops_page.stop_queue(state=state, **filters), STOPS_PER_PAGE).get_page(request.GET.get("page"))
+    page = stops_page.stop_page(state=state, counts=counts, number=request.GET.get("page"), **filters)
     context = {
         "state": state,
         "counts": counts,

@@ -8,13 +8,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.paginator import Page, Paginator
 from django.db.models import (
+    BooleanField,
     Count,
     F,
     Q,
     QuerySet,
     Window,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import RowNumber
 
 from ..divergence import (
@@ -87,6 +90,14 @@ def failing_calls(steps: list[Step]) -> list[FailingCall]:
 
 
 STOP_FILTERS = ("unreviewed", "reviewed", "all")
+STOPS_PER_PAGE = 20
+# run_stop_unsigned_idx's condition as literals: SQLite uses a partial index only for a query whose terms
+# are its condition's, and a stop reason passed as a parameter is not one.
+UNSIGNED_GUARD_STOP = RawSQL(
+    f"stop_signature IS NULL AND stop_reason IN ({', '.join(repr(str(r)) for r in GUARD_STOPS)})",
+    [],
+    output_field=BooleanField(),
+)
 
 
 def stops_filtered(*, policy: str = "", experiment_id: int | None = None, stop_reason: str = "") -> QuerySet[Run]:
@@ -105,6 +116,14 @@ def stop_counts(**filters: Any) -> dict[str, int]:
     """Unreviewed, reviewed and all guard stops under ``filters`` (``stops_filtered``'s), in one query."""
     counts = stops_filtered(**filters).aggregate(all=Count("id"), reviewed=Count("id", filter=Q(review__isnull=False)))
     return counts | {"unreviewed": counts["all"] - counts["reviewed"]}
+
+
+def stop_page(*, state: str, counts: dict[str, int], number: Any, **filters: Any) -> Page:
+    """Page ``number`` of the queue in ``state``, of ``STOPS_PER_PAGE`` stops, counted by ``counts``
+    (``stop_counts`` under the same filters) rather than by a second count of the same stops."""
+    paginator = Paginator(stop_queue(state=state, **filters), STOPS_PER_PAGE)
+    paginator.count = counts[state]  # a cached property: what it would have counted
+    return paginator.get_page(number)
 
 
 def stop_queue(*, state: str = "unreviewed", **filters: Any) -> QuerySet[Run]:
@@ -152,13 +171,7 @@ def _unsigned_unreviewed(kinds: Iterable[tuple[str, str, str]]) -> dict[int, str
     if not alike:
         return {}
     rows = (
-        Step.objects.filter(
-            alike,
-            run__stop_signature__isnull=True,
-            run__stop_reason__in=GUARD_STOPS,
-            run__review__isnull=True,
-            index=F("run__step_count"),
-        )
+        Step.objects.filter(alike, UNSIGNED_GUARD_STOP, run__review__isnull=True, index=F("run__step_count"))
         .order_by()
         .values_list("run_id", "run__scenario", "run__policy_name", "run__stop_reason", *SIGNATURE_STEP_FIELDS)
     )
