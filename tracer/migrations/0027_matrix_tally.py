@@ -15,7 +15,7 @@ def drop_triggers(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tracer", "0025_experiment_archived"),
+        ("tracer", "0026_run_is_error_carried"),
     ]
 
     operations = [

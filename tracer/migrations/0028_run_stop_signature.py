@@ -33,7 +33,7 @@ def fill_signatures(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tracer", "0026_matrix_tally"),
+        ("tracer", "0027_matrix_tally"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
