@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 
@@ -41,7 +42,21 @@ def served(method: str, path: str, *, chunks=(b"",), headers=(), query: bytes = 
         "server": ("testserver", 80),
         "client": ("127.0.0.1", 5000),
     }
-    asyncio.run(asgi.application(scope, receive, send))
+    # Its own thread, so its own event loop: a browser test earlier in the session may leave
+    # Playwright's loop running on this one, where asyncio.run refuses to start.
+    failed: list[BaseException] = []
+
+    def serve():
+        try:
+            asyncio.run(asgi.application(scope, receive, send))
+        except BaseException as exc:  # re-raised below, on the test's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
     start = sent[0]
     body = b"".join(m.get("body", b"") for m in sent[1:])
     return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body, taken
