@@ -21,6 +21,7 @@ from .llm.base import ModelBackend, ModelClient, ModelError
 from .llm.replay import ReplayMismatch
 from .persona import Persona
 from .policies import Policy
+from .policy_code import says_error
 from .runner import Outcome
 from .tools import Toolbox
 from .vocabulary import API_STOPS_ENDING_A_RUN, ApiStopReason, ErrorCategory, ErrorFormat, StepKind, StopReason
@@ -117,6 +118,8 @@ def format_result(
     ``final``: no retry follows this attempt. Only then does a transient failure that was tried more
     than once say so and what to do next; an attempt the harness retries never says "try again later".
     """
+    if policy.policy_code is not None:
+        return code_result(policy, outcome, attempts=attempts, tool=tool, final=final)
     empty_error = outcome.ok and outcome.empty and policy.empty_is_error
     if outcome.ok and not empty_error:
         return outcome.content, False
@@ -130,12 +133,35 @@ def format_result(
         if policy.error_format == ErrorFormat.MESSAGE:
             return message, True
         return error_json("empty", message, retryable=False), True
-    message = outcome.message or "the tool failed without a message"
-    if final and outcome.category == ErrorCategory.TRANSIENT and attempts > 1:
-        message = f"still failing after {attempts} attempts: {message}; {EXHAUSTED_ADVICE}"
+    message = failure_message(outcome, attempts=attempts, final=final)
     if policy.error_format == ErrorFormat.MESSAGE:
         return message, True
     return error_json(outcome.category or ErrorCategory.BUSINESS, message, retryable=outcome.retryable), True
+
+
+def failure_message(outcome: Outcome, *, attempts: int, final: bool) -> str:
+    """The message a failure's tool_result carries: the tool's, saying so when retries of a transient
+    failure ran out."""
+    message = outcome.message or "the tool failed without a message"
+    if final and outcome.category == ErrorCategory.TRANSIENT and attempts > 1:
+        message = f"still failing after {attempts} attempts: {message}; {EXHAUSTED_ADVICE}"
+    return message
+
+
+def code_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str, final: bool) -> tuple[Any, bool]:
+    """The tool_result of a policy with code: the module's ``fail(category, message)`` for a failure, and
+    ``fail("empty", message)`` for a call that found nothing; an error when what it built says so."""
+    code = policy.policy_code
+    assert code is not None
+    if outcome.ok and not outcome.empty:
+        return outcome.content, False
+    if outcome.ok:
+        found = outcome.content.get("message") if isinstance(outcome.content, dict) else None
+        result = code.fail("empty", found or f"{tool} found nothing")
+    else:
+        category = outcome.category or ErrorCategory.BUSINESS
+        result = code.fail(str(category), failure_message(outcome, attempts=attempts, final=final))
+    return result, says_error(result)
 
 
 def _quote(text: str, limit: int = 80) -> str:
@@ -220,6 +246,7 @@ class _Run:
     def drive(self) -> RunEnd:
         policy = self.policy
         tool_steps = consecutive = 0
+        sent: list[str] = []  # every tool_result's text so far, for a policy module's guard
         while True:
             turn = self.model_turn()
             self.api_stop_reason = turn.api_stop_reason
@@ -262,7 +289,13 @@ class _Run:
                     }
                 )
                 consecutive = consecutive + 1 if step.is_error else 0
-                if policy.consecutive_error_limit and consecutive >= policy.consecutive_error_limit:
+                code = policy.policy_code
+                if code is not None and code.guard_fn is not None:
+                    sent.append(results[-1]["content"])
+                    said = code.guard(sent)
+                    if said:
+                        return RunEnd(StopReason.CONSECUTIVE_ERRORS, guard=said)
+                elif policy.consecutive_error_limit and consecutive >= policy.consecutive_error_limit:
                     return RunEnd(
                         StopReason.CONSECUTIVE_ERRORS, guard=f"{policy.consecutive_error_limit} tool errors in a row"
                     )

@@ -15,6 +15,11 @@ The harness decides a retry from the tool_result it built, as lesson 002's ``sho
   retries what the tool raised as transient. ``retry_flag_path`` is not read.
 - ``none``: nothing. With ``ask_model_to_retry`` the system prompt asks the model to retry a failure
   that says it is retryable once (lesson 002's Agent SDK path, where Claude decides retries).
+
+A policy with ``code`` (a module ``RLT_POLICY_PACKS`` names, ``agents.policy_code``) builds every
+failure's tool_result with the module's ``fail`` and retries what its ``should_retry`` says, in place
+of ``error_format``, ``retry_on``, ``retry_flag_path``, ``empty_is_error`` and ``swallow_errors``;
+``code_sha256`` is the module's source as it ran.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from __future__ import annotations
 import random
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from .policy_code import PolicyCode, PolicyCodeError, load_policy_code, module_paths
 from .vocabulary import ErrorCategory, ErrorFormat, RetryRule, ToolTransport
 
 # Where the ``transient`` rule reads ``isRetryable`` in a structured tool_result: inside its error (right),
@@ -75,6 +81,10 @@ class Policy(BaseModel):
     swallow_errors: bool = False  # a failure becomes an empty result, no is_error: lesson 001's common mistake
     ask_model_to_retry: bool = False  # the system prompt asks the model to retry a retryable failure once
     tool_transport: ToolTransport = ToolTransport.IN_PROCESS  # mcp: the tools are served by an MCP server
+    # A policy module's path: its fail() and should_retry() replace the error format and retry rule.
+    code: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+    code_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")  # of the module's source
+    _code: PolicyCode | None = PrivateAttr(default=None)
 
     @field_validator("consecutive_error_limit", mode="before")
     @classmethod
@@ -85,11 +95,22 @@ class Policy(BaseModel):
         """The snapshot stored with each run."""
         return self.model_dump()
 
+    @property
+    def policy_code(self) -> PolicyCode | None:
+        """The loaded module of a policy with ``code``; None for a settings-only policy."""
+        if self.code is None:
+            return None
+        if self._code is None:
+            self._code = load_policy_code(self.code)
+        return self._code
+
     def should_retry(self, *, result: Any, is_error: bool, category: str | None, attempt: int) -> bool:
         """Whether the harness tries the same call again after a failed ``attempt`` (1-based), read from
         ``result``, the tool_result content it built (module docstring: what each rule reads)."""
         if attempt >= self.max_attempts or not is_error:
             return False
+        if self.policy_code is not None:
+            return self.policy_code.should_retry(result)
         if self.retry_on == RetryRule.ALL:
             return True
         if self.retry_on == RetryRule.TRANSIENT:
@@ -165,6 +186,29 @@ PRESETS: dict[str, Policy] = {
 PRESET_NAMES = tuple(PRESETS)
 
 
+def with_code(policy: Policy, code: PolicyCode) -> Policy:
+    """``policy`` running ``code``: the module's path and the hash of its source as loaded now."""
+    made = policy.model_copy(update={"code": code.module, "code_sha256": code.sha256})
+    made._code = code
+    return made
+
+
+def code_policy(module: str, *, listed: bool = True) -> Policy:
+    """The policy of a policy module on its own: the structured harness's attempts, backoff and guards
+    with the module's ``fail`` and ``should_retry``; named after the module's last part."""
+    try:
+        code = load_policy_code(module, listed=listed)
+    except PolicyCodeError as exc:
+        raise PolicyError({"code": str(exc)}) from None
+    name = module.rsplit(".", 1)[-1].lower().lstrip("_")[:40] or "code"
+    return with_code(
+        PRESETS["structured"].model_copy(
+            update={"name": name, "description": f"fail() and should_retry() from {module}"}
+        ),
+        code,
+    )
+
+
 def _field_messages(exc: ValidationError) -> dict[str, str]:
     out: dict[str, str] = {}
     for err in exc.errors():
@@ -196,14 +240,23 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
             data["description"] = f"{base_name}" + (f" with {', '.join(changed)}" if changed else "")
     merged.update(data)
     try:
-        return Policy(**merged)
+        made = Policy(**merged)
     except ValidationError as exc:
         raise PolicyError(_field_messages(exc)) from None
+    if made.code is None:
+        return made.model_copy(update={"code_sha256": None})
+    try:
+        return with_code(made, load_policy_code(made.code))
+    except PolicyCodeError as exc:
+        raise PolicyError({"code": str(exc)}) from None
 
 
 def get_policy(name_or_settings: str | dict[str, Any]) -> Policy:
     if isinstance(name_or_settings, dict):
         return policy_from_dict(name_or_settings)
     if name_or_settings not in PRESETS:
-        raise PolicyError({"policy": f"unknown policy {name_or_settings!r}; expected one of {', '.join(PRESETS)}"})
+        if name_or_settings in module_paths():
+            return code_policy(name_or_settings)
+        known = ", ".join([*PRESETS, *module_paths()])
+        raise PolicyError({"policy": f"unknown policy {name_or_settings!r}; expected one of {known}"})
     return PRESETS[name_or_settings]

@@ -17,6 +17,14 @@ class TracerConfig(AppConfig):
         except PackError as exc:
             raise ImproperlyConfigured(str(exc)) from None
 
+        # So are the policy modules RLT_POLICY_PACKS names (fail, should_retry).
+        from agents.policy_code import PolicyCodeError, policy_modules
+
+        try:
+            policy_modules()
+        except PolicyCodeError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
+
         # A retention rule that cannot be read stops every process at start, named.
         from .retention import RetentionError, retention_rules
 

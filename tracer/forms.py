@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 
 from agents.diagnosis.kinds import KINDS
 from agents.policies import PRESETS, RETRY_FLAG_PATHS
+from agents.policy_code import module_paths as policy_module_paths
 from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
 from .experiments import STEP_DELAY_MAX_S
@@ -291,6 +292,15 @@ class PolicyVariantForm(forms.Form):
     ask_model_to_retry = forms.ChoiceField(
         required=False, label="prompt asks the model to retry once", choices=INHERIT + YES_NO
     )
+    code = forms.ChoiceField(
+        required=False,
+        label="policy code",
+        help_text="a module RLT_POLICY_PACKS names: its fail() and should_retry() replace the error format and retry",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["code"].choices = [("", "none: the settings above")] + [(m, m) for m in policy_module_paths()]
 
     def settings(self) -> dict[str, Any]:
         """The base preset and every setting the user filled in, as ``policy_from_dict`` reads them."""
