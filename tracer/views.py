@@ -319,7 +319,9 @@ def _policies_context(request: HttpRequest) -> dict:
     missing = sorted(set(narrowing["experiment_ids"]) - known)  # named on the page and left out
     narrowing["experiment_ids"] = chosen = [pk for pk in narrowing["experiment_ids"] if pk in known]
     return {
-        "matrix": matrix.policy_matrix(policies=request.GET.getlist("policy"), **narrowing),
+        "matrix": matrix.policy_matrix(
+            policies=request.GET.getlist("policy"), page=request.GET.get("page") or 1, **narrowing
+        ),
         "matrix_form": matrix_form,
         "narrowing": narrowing,
         "experiments": experiments,

@@ -20,6 +20,7 @@ from tests.factories import (
     refund_too_old_structured,
 )
 from tracer.models import Run
+from tracer.reads import matrix as matrix_reads
 from tracer.reads.matrix import Matrix, PolicyTotals, policy_matrix
 from tracer.stats import beyond_noise, difference_interval, wilson_interval
 
@@ -253,6 +254,49 @@ def test_the_policy_names_from_a_trace_are_escaped_in_the_summary_and_chart(admi
     assert "<script>x</script> passed 1/1" in summary.text
     label = summary.select("svg.policy-chart g.row")[0].get("aria-label")
     assert label.startswith("<script>x</script>: passed 1 of 1")
+
+
+def test_the_policies_page_shows_a_page_of_scenarios_and_totals_over_all_of_them(admin_client):
+    # traces from outside name their own scenarios: thousands of rows would make the page megabytes
+    per_page = matrix_reads.SCENARIOS_PER_PAGE
+    n = 2 * per_page + 7
+    Run.objects.bulk_create(
+        [Run(scenario=f"otlp-{k:04d}", policy_name="svc", status=Run.Status.FINISHED) for k in range(n)]
+    )
+    url = reverse("tracer:policies")
+
+    first = get(admin_client, url)
+    assert len(first.select("#policy-matrix tbody tr")) == per_page
+    assert first.texts("#policy-matrix tbody th")[:2] == ["otlp-0000", "otlp-0001"]
+    assert totals_table(first.one("#policy-summary"))["svc"]["Runs"] == str(n)  # every scenario counted
+    assert "page 1 of 3 · 107 scenarios" in first.one("#policy-matrix nav.pager").text
+    assert first.one("#policy-matrix nav.pager a").get("href") == "?page=2"
+
+    last = get(admin_client, url, {"page": 3}, headers={**HTMX, "HX-Target": "policy-matrix"})
+    assert last.texts("#policy-matrix tbody th") == [f"otlp-{k:04d}" for k in range(2 * per_page, n)]
+    assert [a.text for a in last.select("#policy-matrix nav.pager a")] == ["← previous"]
+    # past the end or not a number: the last page, the first
+    assert get(admin_client, url, {"page": 999}).texts("#policy-matrix tbody th") == last.texts(
+        "#policy-matrix tbody th"
+    )
+    assert get(admin_client, url, {"page": "x<b>"}).texts("#policy-matrix tbody th")[0] == "otlp-0000"
+
+
+def test_the_policies_page_shows_at_most_the_column_limit_the_most_run_first(admin_client):
+    limit = matrix_reads.COLUMNS_MAX
+    Run.objects.bulk_create(
+        [
+            Run(scenario="s", policy_name=f"p{k:02d}", status=Run.Status.FINISHED)
+            for k in range(limit + 3)
+            for _ in range(1 + (k >= 3))  # p00 to p02 have one run, the rest two
+        ]
+    )
+    doc = get(admin_client, reverse("tracer:policies"))
+    assert doc.texts("#policy-matrix thead th")[1:] == [f"p{k:02d}" for k in range(3, limit + 3)]
+    assert "3 more policies not shown (at most 12 columns)" in doc.one("#policy-matrix").text
+    asked = [f"p{k:02d}" for k in range(limit + 3)]
+    doc = get(admin_client, reverse("tracer:policies"), {"policy": asked})
+    assert doc.texts("#policy-matrix thead th")[1:] == asked[:limit]  # the ones asked for, first first
 
 
 def test_the_experiment_page_shows_the_summary_and_one_compare_link_per_scenario(admin_client):

@@ -1,5 +1,10 @@
 """Reads of the Policies page: the scenario × policy matrix's tallies in SQL, each policy's totals, the headline
-verdicts, and the saved variants."""
+verdicts, and the saved variants.
+
+The page shows the matrix a page of scenarios at a time (``SCENARIOS_PER_PAGE`` rows, by name) and at
+most ``COLUMNS_MAX`` policies, so its size stays bounded however many distinct scenario and policy
+keys the runs carry (traces from outside name their own); the totals and verdicts above it count
+every scenario of the policies shown."""
 
 from __future__ import annotations
 
@@ -21,7 +26,10 @@ from django.db.models import (
 
 from ..models import Experiment, MatrixTally, PolicyVariant, Run, StopReview
 from ..stats import Interval, beyond_noise, wilson_interval
-from .common import not_archived
+from .common import index_or_zero, not_archived
+
+SCENARIOS_PER_PAGE = 50  # the Policies page's matrix rows per page
+COLUMNS_MAX = 12  # policies shown side by side at most: those with the most runs unless chosen
 
 
 @dataclass
@@ -127,6 +135,18 @@ class Matrix:
     backends: dict[str, int] = field(default_factory=dict)  # counted runs per model backend
     experiments: int = 0  # experiments the counted runs belong to
     outside: int = 0  # counted runs of no experiment
+    scenarios: int = 0  # scenarios with runs under the policies shown, on every page
+    page: int = 1  # the page of scenarios in ``rows``
+    pages: int = 1
+    columns_left_out: list[str] = field(default_factory=list)  # policies past COLUMNS_MAX, not shown
+
+    @property
+    def has_previous(self) -> bool:
+        return self.page > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.page < self.pages
 
     @property
     def runs(self) -> int:
@@ -260,9 +280,16 @@ def matrix_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "
 
 
 def policy_matrix(
-    *, policies: list[str] | None = None, experiment_ids: Iterable[int] = (), model_backend: str = ""
+    *,
+    policies: list[str] | None = None,
+    experiment_ids: Iterable[int] = (),
+    model_backend: str = "",
+    page: object = None,
 ) -> Matrix:
-    """Scenario × policy repair metrics with totals per policy (``matrix_tallies``)."""
+    """Scenario × policy repair metrics with totals per policy (``matrix_tallies``). With ``page`` (a
+    number, as a query string gives it: 1 when not one) only that page of ``SCENARIOS_PER_PAGE``
+    scenarios is in ``rows`` and at most ``COLUMNS_MAX`` policies are columns; without it, every
+    scenario and every policy asked for (the experiment page, the gate)."""
     cells: dict[tuple[str, str], MatrixCell] = {}
     matrix = Matrix(policies=[], rows=[], available=[])
     experiments = set()
@@ -279,6 +306,16 @@ def policy_matrix(
     matrix.backends = dict(sorted(matrix.backends.items()))
     matrix.available = sorted({policy for _, policy in cells})
     matrix.policies = [p for p in (policies or matrix.available) if p in matrix.available] or matrix.available
+    if page is not None and len(matrix.policies) > COLUMNS_MAX:
+        runs: dict[str, int] = {}
+        for (_, policy), cell in cells.items():
+            runs[policy] = runs.get(policy, 0) + cell.runs
+        # the ones asked for in the order asked, else those with the most runs, shown in name order
+        kept = set(
+            matrix.policies[:COLUMNS_MAX] if policies else sorted(matrix.policies, key=lambda p: -runs[p])[:COLUMNS_MAX]
+        )
+        matrix.columns_left_out = [p for p in matrix.policies if p not in kept]
+        matrix.policies = [p for p in matrix.policies if p in kept]
     shown = {key: cell for key, cell in cells.items() if key[1] in matrix.policies}
     top_calls = max((c.mean_tool_calls for c in shown.values()), default=0) or 1
     top_wasted = max((c.wasted_retries for c in shown.values()), default=0) or 1
@@ -286,6 +323,12 @@ def policy_matrix(
         cell.tool_calls_pct = round(100 * cell.mean_tool_calls / top_calls)
         cell.wasted_pct = round(100 * cell.wasted_retries / top_wasted)
     scenarios = sorted({scenario for scenario, _ in shown})
+    matrix.scenarios = len(scenarios)
+    if page is not None:
+        matrix.pages = max(1, -(-len(scenarios) // SCENARIOS_PER_PAGE))
+        matrix.page = min(index_or_zero(page) or 1, matrix.pages)
+        start = (matrix.page - 1) * SCENARIOS_PER_PAGE
+        scenarios = scenarios[start : start + SCENARIOS_PER_PAGE]
     matrix.rows = [MatrixRow(s, [shown.get((s, p)) for p in matrix.policies]) for s in scenarios]
     matrix.totals = policy_totals(shown.values(), policies=matrix.policies)
     matrix.verdicts = policy_verdicts(matrix.totals)
