@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 
 from .errors import ToolFailure, is_empty
 from .events import Verdict
@@ -64,13 +64,16 @@ def _text_of(result: types.CallToolResult) -> str:
 
 def outcome_of(result: types.CallToolResult) -> Outcome:
     """The loop's ``Outcome`` for a ``CallToolResult``: ``isError`` becomes a failure, read from the
-    structured error in its text (lesson 002's shape); a plain-text error is a ``business`` failure."""
+    structured error in its ``structuredContent`` or its text (lesson 002's shape); a plain-text error
+    is a ``business`` failure."""
     text = _text_of(result)
     try:
         data: Any = json.loads(text)
     except ValueError:
         data = text
     if result.is_error:
+        if isinstance(result.structured_content, dict):  # the structured error, as this server sends it too
+            data = result.structured_content
         error = data.get("error") if isinstance(data, dict) else None
         if isinstance(error, dict) and error.get("errorCategory") in set(ErrorCategory):
             category, message = error["errorCategory"], str(error.get("message") or "")
@@ -168,6 +171,17 @@ async def _session(scenario: Scenario, server: ServerKind, errlog: Any) -> Async
         tasks.cancel_scope.cancel()
 
 
+def _mcp_error(exc: BaseException) -> MCPError | None:
+    """The server's JSON-RPC error in ``exc``, or in the task group's exceptions it gathers."""
+    if isinstance(exc, MCPError):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _mcp_error(inner)
+        if found is not None:
+            return found
+    return None
+
+
 @contextmanager
 def mcp_toolbox(scenario: Scenario, *, server: ServerKind = "stdio") -> Iterator[McpToolbox]:
     """An ``McpToolbox`` connected to a fresh server for ``scenario`` (one server, one world, one run)."""
@@ -185,6 +199,9 @@ def mcp_toolbox(scenario: Scenario, *, server: ServerKind = "stdio") -> Iterator
         except Exception as exc:
             if connected or server != "stdio":  # the run's own exceptions, or the in-memory server's
                 raise
+            said_why = _mcp_error(exc)
+            if said_why is not None:  # the server answered, saying why it cannot serve
+                raise McpServerError(f"the MCP server for {scenario.name!r} failed: {said_why}") from exc
             errlog.seek(0)
             said = errlog.read()[-2000:].strip()
             raise McpServerError(

@@ -102,9 +102,10 @@ def test_a_scenario_that_starts_sub_agents_is_refused_over_mcp():
         run_scenario("coordinator-partial", over_mcp("structured"), mcp_server="memory")
 
 
-def test_the_server_command_names_an_unknown_scenario_and_exits_2():
+def test_the_server_command_names_an_unknown_scenario_and_exits_2_when_the_client_goes():
     done = subprocess.run(
         [sys.executable, "-m", "agents.mcp_server", "--scenario", "no-such-scenario"],
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
