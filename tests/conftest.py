@@ -34,6 +34,9 @@ ARTIFACTS = BASE_DIR / "test-artifacts"
 os.environ.pop(SCENARIO_PACKS_VAR, None)
 registry_reset()
 
+# Users made by the tests get cheap hashes (tests/hashers.py); the production hasher still checks them.
+settings.PASSWORD_HASHERS = ["tests.hashers.OneIterationPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+
 
 def database_url_for_workers() -> str:
     """The URL of the test database this session created, for worker subprocesses."""
