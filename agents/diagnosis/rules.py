@@ -105,8 +105,28 @@ def _steps_said(steps: Sequence[int]) -> str:
     return ("step " if len(unique) == 1 else "steps ") + ", ".join(str(s) for s in unique)
 
 
+# What a policy module's function does in place of each setting it replaces (agents.policy_code).
+CODE_FIXES = {
+    "retry_on": "should_retry",
+    "retry_flag_path": "should_retry",
+    "error_format": "fail",
+    "empty_is_error": "fail",
+    "swallow_errors": "fail",
+}
+CODE_ADVICE = {
+    "should_retry": "retry only a failure whose error says isRetryable: true, read from the error it is handed",
+    "fail": "return isError: true with errorCategory, isRetryable (true for transient only) and the tool's "
+    'message; for "empty", the empty list and no error',
+}
+
+
 def _setting(trace: Trace, name: str, value: Any) -> tuple[str, dict[str, Any]]:
-    """``name: value``, with the run's own value before it when its policy's settings say it."""
+    """``name: value``, with the run's own value before it when its policy's settings say it. Under a
+    policy module, which replaces that setting, the module's function and what it should do."""
+    module = trace.settings.get("code")
+    if module and name in CODE_FIXES:
+        fn = CODE_FIXES[name]
+        return f"`{fn}` in `{module}` (this run's policy code): {CODE_ADVICE[fn]}", {name: value}
     now = trace.settings.get(name, "not known")
     shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
     if name in trace.settings:

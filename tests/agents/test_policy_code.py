@@ -149,3 +149,12 @@ def test_a_fail_that_raises_or_returns_no_json_crashes_the_run_saying_so(write_m
 def test_the_snapshot_round_trips_through_json(listed):
     settings = get_policy(FIXED).settings()
     assert json.loads(json.dumps(settings)) == settings
+
+
+def test_a_finding_under_policy_code_says_which_function_to_fix(listed):
+    from agents.diagnosis.rules import diagnose
+
+    run = run_scenario("refund-too-old", get_policy(START))
+    findings = {f.kind: f for f in diagnose(start=run.start, steps=run.steps, end=run.end)}
+    assert findings["retried-refusal"].fix.startswith(f"`should_retry` in `{START}` (this run's policy code)")
+    assert findings["vague-error"].fix.startswith(f"`fail` in `{START}` (this run's policy code)")
