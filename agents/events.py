@@ -119,6 +119,9 @@ class StepEvent:
     api_stop_reason: str | None = None
     # The attempts of the model call whose response produced this step (on its first step only).
     model_attempts: list[ModelAttempt] = field(default_factory=list)
+    # The index of the step whose call this one repeats: the model sent the same call again right after
+    # that one failed or found nothing (``agents.diagnosis.calls.step_repeats``). Set by the recorder.
+    repeat_of: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict, for JSON; shallow like ``Attempt.to_dict``."""

@@ -33,7 +33,7 @@ from django.db.models import F, TextField
 from django.db.models.functions import Cast
 
 from agents.diagnosis import lint
-from agents.diagnosis.calls import Call, Trace, failure_of, found_nothing, trace_read
+from agents.diagnosis.calls import Call, Trace, failure_of, found_nothing, trace_read, wasted_try
 from agents.diagnosis.kinds import RULE_SET
 from agents.diagnosis.rules import REFUSALS, RULES, Finding, price_findings
 from agents.events import Attempt, RunEnd, RunStart, StepEvent, Verdict
@@ -69,7 +69,7 @@ _RUN_FIELDS = (
     "started_at",
     "rolled_up",
 )
-_STEP_FIELDS = (
+STEP_FIELDS = (
     "run_id",
     "index",
     "kind",
@@ -87,6 +87,7 @@ _STEP_FIELDS = (
     "output_tokens",
     "text",
     "api_stop_reason",
+    "repeat_of",
 )
 
 
@@ -105,7 +106,8 @@ class Stored:
     finished: bool
 
 
-def _step_event(row: dict[str, Any]) -> StepEvent:
+def step_event(row: dict[str, Any]) -> StepEvent:
+    """A stored step (its ``STEP_FIELDS`` as values) as the loop's event."""
     return StepEvent(
         index=row["index"],
         kind=row["kind"],
@@ -123,6 +125,7 @@ def _step_event(row: dict[str, Any]) -> StepEvent:
         output_tokens=row["output_tokens"],
         text=row["text"] or None,
         api_stop_reason=row["api_stop_reason"] or None,
+        repeat_of=row["repeat_of"],
     )
 
 
@@ -153,8 +156,8 @@ def runs_stored(run_ids: Sequence[int]) -> list[Stored]:
     rows = _json_rows(Run.objects.filter(pk__in=list(run_ids)), _RUN_FIELDS, _RUN_JSON)
     steps: dict[int, list[StepEvent]] = defaultdict(list)
     ordered = Step.objects.filter(run_id__in=[r["id"] for r in rows]).order_by("run_id", "index")
-    for step in _json_rows(ordered, _STEP_FIELDS, _STEP_JSON):
-        steps[step["run_id"]].append(_step_event(step))
+    for step in _json_rows(ordered, STEP_FIELDS, _STEP_JSON):
+        steps[step["run_id"]].append(step_event(step))
     out = []
     for row in rows:
         start = RunStart(
@@ -279,10 +282,7 @@ def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
         if call.repeat_of is not None:
             before = call.repeat_of.attempts[-1]
             tries = [before, *tries]
-        wasted_here = 0
-        for previous in tries[:-1]:  # each try after one that no retry could change is wasted
-            if found_nothing(previous) or (not previous.ok and _no_retry_helps(failure_of(previous))):
-                wasted_here += 1
+        wasted_here = sum(1 for previous in tries[:-1] if wasted_try(previous))
         c["wasted"] += wasted_here
         if call.repeat_of is not None and wasted_here:
             c["wasted_input_tokens"] += call.tokens[0]
@@ -304,10 +304,6 @@ def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
     for c in counts.values():
         c["runs"] = 1
     return counts
-
-
-def _no_retry_helps(f) -> bool:
-    return f.category in REFUSALS or f.category == ErrorCategory.FATAL or f.retryable is False or f.empty
 
 
 def _failing(stored: Stored, trace: Trace) -> bool:

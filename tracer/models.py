@@ -165,7 +165,8 @@ class Run(models.Model):
     # and none in error_count (the failed steps)
     failed_attempt_count = models.PositiveIntegerField(default=0)
     retry_count = models.PositiveIntegerField(default=0)  # harness retries, all steps
-    wasted_retry_count = models.PositiveIntegerField(default=0)  # retries after a non-retryable failure
+    # retries and model repeats after a non-retryable failure (or, for a repeat, after nothing found)
+    wasted_retry_count = models.PositiveIntegerField(default=0)
     model_retry_count = models.PositiveIntegerField(default=0)  # retries of model API calls, all steps and the end
     # The attempts of the model call that ended the run, when one failed (agents.events.ModelAttempt each).
     failed_model_call = models.JSONField(default=list, blank=True)
@@ -372,6 +373,9 @@ class Step(models.Model):
     api_stop_reason = models.CharField(max_length=40, blank=True)  # of the model response that produced it
     # The attempts of the model call whose response produced this step (agents.events.ModelAttempt each).
     model_attempts = models.JSONField(default=list, blank=True)
+    # The index of the earlier step this one's call repeats: the model sent the same call again right
+    # after that one failed or found nothing (a model repeat, as the Tools page counts them).
+    repeat_of = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

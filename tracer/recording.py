@@ -38,6 +38,7 @@ from django.db.models import F, Subquery, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from agents.diagnosis.calls import step_repeats, wasted_repeat
 from agents.events import RunAborted, RunEnd, RunStart, StepEvent, model_retries
 from agents.redaction import NotJSON
 
@@ -60,6 +61,38 @@ def _wasted_retries(step: StepEvent) -> int:
         if previous.ok or previous.retryable is False:
             wasted += 1
     return wasted
+
+
+def _repeats(steps: Sequence[StepEvent], *, before: StepEvent | None) -> tuple[list[int | None], int]:
+    """Each step's ``repeat_of``: the index of the tool_use step before it (``before``, the run's last
+    stored one, for the first) when the model sent that same call again after it failed or found
+    nothing (``calls.step_repeats``, the Tools page's model repeats); and how many of those repeats
+    were wasted (``calls.wasted_repeat``: after a failure no retry fixes, or nothing found)."""
+    marks: list[int | None] = []
+    wasted = 0
+    previous = before
+    for step in steps:
+        if step.kind != Step.Kind.TOOL_USE:
+            marks.append(None)
+            continue
+        if previous is not None and step_repeats(previous, step):
+            marks.append(previous.index)
+            wasted += wasted_repeat(previous)
+        else:
+            marks.append(None)
+        previous = step
+    return marks, wasted
+
+
+def _last_tool_step(*, run_id: int, before_index: int) -> StepEvent | None:
+    """The run's last stored tool_use step before step ``before_index`` (one query), for ``_repeats``."""
+    row = (
+        Step.objects.filter(run_id=run_id, index__lt=before_index, kind=Step.Kind.TOOL_USE)
+        .order_by("-index")
+        .values(*diagnosis.STEP_FIELDS)
+        .first()
+    )
+    return diagnosis.step_event(row) if row is not None else None
 
 
 def _error_messages(messages: Iterable[Any]) -> list[str]:
@@ -165,8 +198,8 @@ class StepValues:
         return {**self.columns, **self.texts, "run_id": run_id}
 
 
-def _step_values(step: StepEvent) -> StepValues:
-    """The stored values of one ``StepEvent`` (``StepValues``)."""
+def _step_values(step: StepEvent, *, repeat_of: int | None = None) -> StepValues:
+    """The stored values of one ``StepEvent`` (``StepValues``); ``repeat_of`` from ``_repeats``."""
     redact_str = redactor().text
     texts: dict[str, JsonText | None] = {}
     values: dict[str, Any] = {}
@@ -193,6 +226,7 @@ def _step_values(step: StepEvent) -> StepValues:
         "output_tokens": step.output_tokens,
         "text": text,
         "api_stop_reason": (step.api_stop_reason or "")[:40],
+        "repeat_of": repeat_of,
         **values,
     }
     # what the runs list's search reads of the step: its tool, input, error messages and text
@@ -213,16 +247,17 @@ def _step_row(*, run: Run, values: StepValues) -> Step:
     return Step(run=run, **values.columns)
 
 
-def _counter_values(steps: Sequence[StepEvent], *, searches: Sequence[str]) -> dict[str, Any]:
+def _counter_values(steps: Sequence[StepEvent], *, searches: Sequence[str], wasted_repeats: int = 0) -> dict[str, Any]:
     """What ``steps`` add to their run's counters, and the text they add to its ``search_text``
-    (``searches``: each step's ``StepValues.search``)."""
+    (``searches``: each step's ``StepValues.search``; ``wasted_repeats``: the model's repeats among
+    them that were wasted, ``_repeats``, counted with the harness's wasted retries)."""
     return {
         "step_count": len(steps),
         "tool_call_count": sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
         "error_count": sum(1 for s in steps if s.is_error),
         "failed_attempt_count": sum(1 for s in steps for a in s.attempts if not a.ok),
         "retry_count": sum(s.retry_count for s in steps),
-        "wasted_retry_count": sum(_wasted_retries(s) for s in steps),
+        "wasted_retry_count": sum(_wasted_retries(s) for s in steps) + wasted_repeats,
         "model_retry_count": sum(model_retries(s.model_attempts) for s in steps),
         "input_tokens": sum(s.input_tokens for s in steps),
         "output_tokens": sum(s.output_tokens for s in steps),
@@ -230,10 +265,12 @@ def _counter_values(steps: Sequence[StepEvent], *, searches: Sequence[str]) -> d
     }
 
 
-def _counters_bump(*, run_id: int, steps: Sequence[StepEvent], searches: Sequence[str], claim_token: str) -> int:
+def _counters_bump(
+    *, run_id: int, steps: Sequence[StepEvent], searches: Sequence[str], claim_token: str, wasted_repeats: int = 0
+) -> int:
     """Move the run's counters by ``steps`` (``searches``: their ``StepValues.search``) in one guarded
     ``UPDATE``; 0 when it may not be written."""
-    values = _counter_values(steps, searches=searches)
+    values = _counter_values(steps, searches=searches, wasted_repeats=wasted_repeats)
     text = values.pop("search_text")
     lease = {"lease_expires_at": lease_expires()} if claim_token else {}
     return _writable(run_id=run_id, claim_token=claim_token).update(
@@ -430,37 +467,54 @@ def _sqlite_parameters(conn) -> int:
         return conn.features.max_query_params or 999
 
 
-def step_record(*, run: Run, step: StepEvent, claim_token: str = "") -> Step:
+_STORED: Any = object()  # ``before`` not given: the run's last stored tool_use step, read
+
+
+def step_record(*, run: Run, step: StepEvent, claim_token: str = "", before: StepEvent | None = _STORED) -> Step:
     """Write one step and bump the run's counters, in one transaction.
 
     Counters move with ``F()`` expressions in the same transaction as the step row, so a reader
     sees either both or neither, and concurrent writers never lose an increment. The counter
     ``UPDATE`` goes first and is the guard: if the run may not be written (``_writable``) it changes
     no row, and ``RunNotRunning`` is raised before any step is inserted. Under a claim it also
-    renews the lease.
+    renews the lease. ``before``: the run's tool_use step before this one (None: none), for its
+    ``repeat_of``; left out, it is read.
     """
-    values = _step_values(step)
+    if before is _STORED:
+        before = _last_tool_step(run_id=run.pk, before_index=step.index)
+    marks, wasted = _repeats([step], before=before)
+    values = _step_values(step, repeat_of=marks[0])
     with transaction.atomic():
-        if not _counters_bump(run_id=run.pk, steps=[step], searches=[values.search], claim_token=claim_token):
+        if not _counters_bump(
+            run_id=run.pk, steps=[step], searches=[values.search], claim_token=claim_token, wasted_repeats=wasted
+        ):
             raise _refused(run_id=run.pk, what=f"step {step.index}")
         row = _step_row(run=run, values=values)
         row.save(force_insert=True)
     return row
 
 
-def steps_record_many(*, run: Run, steps: Sequence[StepEvent], claim_token: str = "") -> list[Step]:
+def steps_record_many(
+    *, run: Run, steps: Sequence[StepEvent], claim_token: str = "", before: StepEvent | None = _STORED
+) -> list[Step]:
     """Write several steps and bump the run's counters once, in one transaction: ``step_record`` for
-    a batch (an imported run, a batch from the step API). Two statements whatever the number of steps:
-    the guarded counter ``UPDATE`` (``RunNotRunning`` before anything is written, as ``step_record``)
-    and one multi-row ``INSERT``. The caller numbers the steps; a taken index fails the whole batch
-    (``IntegrityError``) and nothing is written.
+    a batch (an imported run, a batch from the step API). Two statements whatever the number of steps,
+    and a third reading the run's last stored tool_use step when ``before`` is left out (see
+    ``step_record``): the guarded counter ``UPDATE`` (``RunNotRunning`` before anything is written, as
+    ``step_record``) and one multi-row ``INSERT``. The caller numbers the steps; a taken index fails
+    the whole batch (``IntegrityError``) and nothing is written.
     """
     if not steps:
         return []
-    values = [_step_values(step) for step in steps]
+    if before is _STORED:
+        before = _last_tool_step(run_id=run.pk, before_index=steps[0].index)
+    marks, wasted = _repeats(steps, before=before)
+    values = [_step_values(step, repeat_of=mark) for step, mark in zip(steps, marks, strict=True)]
     with transaction.atomic():
         searches = [v.search for v in values]
-        if not _counters_bump(run_id=run.pk, steps=steps, searches=searches, claim_token=claim_token):
+        if not _counters_bump(
+            run_id=run.pk, steps=steps, searches=searches, claim_token=claim_token, wasted_repeats=wasted
+        ):
             first, last = steps[0].index, steps[-1].index
             raise _refused(run_id=run.pk, what=f"steps {first}-{last}" if len(steps) > 1 else f"step {first}")
         rows = [_step_row(run=run, values=v) for v in values]
@@ -632,9 +686,10 @@ def _record_prepare(record: RunRecord) -> list[StepValues]:
     ``steps_record_many`` and, once it has ended, ``run_finish`` would write, with the same fields,
     counters and redaction. Returns its steps' values, each step redacted once."""
     run = record.run
-    values = [_step_values(step) for step in record.steps]
+    marks, wasted = _repeats(record.steps, before=None)
+    values = [_step_values(step, repeat_of=mark) for step, mark in zip(record.steps, marks, strict=True)]
     fields = _start_fields(run=run, start=record.start)
-    fields.update(_counter_values(record.steps, searches=[v.search for v in values]))
+    fields.update(_counter_values(record.steps, searches=[v.search for v in values], wasted_repeats=wasted))
     if record.end is not None:
         fields.update(_end_fields(end=record.end, finished_at=record.finished_at))
         fields["model_retry_count"] += _failed_call_retries(record.end)
@@ -835,6 +890,7 @@ class DbRecorder:
         self.claim_token = claim_token
         self.observer = observer
         self.finished = False
+        self.last_tool_step: StepEvent | None = None  # the last tool_use step written, for its repeats
         # the run's experiment's pace when it has one, else the worker's RLT_STEP_DELAY_S
         self.step_delay_s = settings.RLT_STEP_DELAY_S if step_delay_s is None else step_delay_s
         self.hold_file = settings.RLT_TEST_HOLD_FILE
@@ -901,7 +957,7 @@ class DbRecorder:
         def write() -> None:
             nonlocal tried
             try:
-                step_record(run=self.run, step=step, claim_token=self.claim_token)
+                step_record(run=self.run, step=step, claim_token=self.claim_token, before=self.last_tool_step)
             except IntegrityError:
                 # Trying again after a connection lost at COMMIT: the step may have landed then.
                 if not (tried and Step.objects.filter(run_id=self.run.pk, index=step.index).exists()):
@@ -910,6 +966,8 @@ class DbRecorder:
                 tried = True
 
         self._write(write, what=f"recording step {step.index}")
+        if step.kind == Step.Kind.TOOL_USE:
+            self.last_tool_step = step
         if self.observer is not None:
             self.observer.step_recorded(step)
         if self.step_delay_s:

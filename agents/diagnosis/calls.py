@@ -22,6 +22,9 @@ from ..vocabulary import ErrorCategory, StepKind
 from .effects import Effects, effects_of
 from .lint import category_from_words, says_nothing_found, structured_flags, text_of
 
+# Failures that say the call itself was refused: sending it again unchanged gets the same answer.
+REFUSALS = frozenset({ErrorCategory.VALIDATION, ErrorCategory.PERMISSION, ErrorCategory.BUSINESS})
+
 
 def call_key(tool: str | None, call_input: Any) -> str:
     """Two calls are the same call when their tool and input are equal (keys in any order)."""
@@ -189,33 +192,41 @@ def trace_read(*, start: RunStart, steps: Sequence[StepEvent], end: RunEnd | Non
     for step in steps:
         if step.kind != StepKind.TOOL_USE:
             continue
-        attempts = list(step.attempts) or [
-            Attempt(
-                number=1,
-                ok=not step.is_error,
-                content=step.result_content,
-                category=step.category,
-                retryable=step.retryable,
-                result_content=step.result_content,
-                is_error=step.is_error,
-            )
-        ]
-        by_model = sends.get(step.index, 1)
-        # the first send keeps the harness's attempts; each of the model's later sends is one attempt
-        groups = [attempts[: len(attempts) - by_model + 1]] + [[a] for a in attempts[len(attempts) - by_model + 1 :]]
-        for k, group in enumerate(groups):
-            last = group[-1]
-            final = k == len(groups) - 1
-            if final:
-                sent, flagged = step.result_content, step.is_error
-            else:
-                sent = last.result_content if last.result_content is not None else last.content
-                flagged = bool(last.is_error) or not last.ok
-            tokens = (step.input_tokens, step.output_tokens) if k == 0 else (0, 0)
-            if by_model > 1:  # the importer summed the model's repeats' tokens on the step: share them out
-                share = (step.input_tokens // by_model, step.output_tokens // by_model)
-                tokens = share
-            call = Call(
+        for call in _step_calls(step, by_model=sends.get(step.index, 1)):
+            if calls and _repeats(calls[-1], call):
+                call.repeat_of = calls[-1]
+            calls.append(call)
+    return Trace(start=start, end=end, steps=list(steps), calls=calls, tools=tools)
+
+
+def _step_calls(step: StepEvent, *, by_model: int = 1) -> list[Call]:
+    """A tool_use step as the calls the model sent: one, unless ``by_model`` of its attempts were the
+    model's own sends (then the first send keeps the harness's attempts and each later send is one)."""
+    attempts = list(step.attempts) or [
+        Attempt(
+            number=1,
+            ok=not step.is_error,
+            content=step.result_content,
+            category=step.category,
+            retryable=step.retryable,
+            result_content=step.result_content,
+            is_error=step.is_error,
+        )
+    ]
+    groups = [attempts[: len(attempts) - by_model + 1]] + [[a] for a in attempts[len(attempts) - by_model + 1 :]]
+    calls = []
+    for k, group in enumerate(groups):
+        last = group[-1]
+        if k == len(groups) - 1:
+            sent, flagged = step.result_content, step.is_error
+        else:
+            sent = last.result_content if last.result_content is not None else last.content
+            flagged = bool(last.is_error) or not last.ok
+        tokens = (step.input_tokens, step.output_tokens) if k == 0 else (0, 0)
+        if by_model > 1:  # the importer summed the model's repeats' tokens on the step: share them out
+            tokens = (step.input_tokens // by_model, step.output_tokens // by_model)
+        calls.append(
+            Call(
                 step=step.index,
                 attempt_from=group[0].number,
                 tool=step.tool_name or "",
@@ -225,11 +236,39 @@ def trace_read(*, start: RunStart, steps: Sequence[StepEvent], end: RunEnd | Non
                 sent_error=_sent_error(sent, flagged),
                 tokens=tokens,
             )
-            previous = calls[-1] if calls else None
-            if previous is not None and previous.key == call.key and (previous.sent_error or _found_nothing(previous)):
-                call.repeat_of = previous
-            calls.append(call)
-    return Trace(start=start, end=end, steps=list(steps), calls=calls, tools=tools)
+        )
+    return calls
+
+
+def _repeats(previous: Call, call: Call) -> bool:
+    """A model repeat: ``call`` is the same call as ``previous``, the call just before it, sent again
+    after ``previous`` failed or found nothing."""
+    return previous.key == call.key and (previous.sent_error or _found_nothing(previous))
+
+
+def step_repeats(previous: StepEvent | None, step: StepEvent) -> bool:
+    """Whether tool_use ``step`` is a model repeat (``_repeats``) of ``previous``, the tool_use step
+    before it: what ``StepEvent.repeat_of`` and the stored step's ``repeat_of`` say, and what the
+    Tools page counts as the model's repeats."""
+    if previous is None or step.kind != StepKind.TOOL_USE or previous.kind != StepKind.TOOL_USE:
+        return False
+    return _repeats(_step_calls(previous)[-1], _step_calls(step)[0])
+
+
+def wasted_repeat(previous: StepEvent) -> bool:
+    """Whether the model's repeat of ``previous``'s call was wasted (``wasted_try`` of its last try)."""
+    return wasted_try(_step_calls(previous)[-1].attempts[-1])
+
+
+def wasted_try(attempt: Attempt) -> bool:
+    """Whether trying the call again after ``attempt`` could not come out differently: it found
+    nothing, or it failed in a way no retry fixes (a refusal, fatal, not retryable)."""
+    if found_nothing(attempt):
+        return True
+    if attempt.ok:
+        return False
+    f = failure_of(attempt)
+    return f.category in REFUSALS or f.category == ErrorCategory.FATAL or f.retryable is False or f.empty
 
 
 def found_nothing(attempt: Attempt) -> bool:

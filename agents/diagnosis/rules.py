@@ -23,12 +23,11 @@ from .. import prices
 from ..events import Attempt, RunEnd, RunStart, StepEvent
 from ..vocabulary import ErrorCategory, StopReason
 from . import lint as lint_mod
-from .calls import Call, Failure, Trace, failure_of, found_nothing, trace_read
+from .calls import REFUSALS, Call, Failure, Trace, failure_of, found_nothing, trace_read
 from .effects import idempotency_key_in
 from .kinds import BY_KEY
 
 GUARD_LIMIT = 3  # lesson 001's too_many_errors(limit=3)
-REFUSALS = frozenset({ErrorCategory.VALIDATION, ErrorCategory.PERMISSION, ErrorCategory.BUSINESS})
 
 
 @dataclass

@@ -6,8 +6,9 @@ reads the Messages API's ``messages`` (content blocks ``text``, ``tool_use``, ``
 ``turns_steps`` makes the steps, the same way whichever convention carried the conversation:
 
 - each tool call and the result that answers it (matched by the call's id, in the next user turn)
-  is one attempt; a call identical (same tool, same input) to one of the previous model turn whose
-  result was an error is the model trying it again: another attempt of that step, not a new step;
+  is one step with one attempt; a call identical (same tool, same input) to the one before it whose
+  result was an error is the model sending it again: a step of its own, which the recorder marks as
+  a repeat of the earlier one (``StepEvent.repeat_of``), as it does for every source;
 - an attempt failed when its result says so: ``is_error`` (the API's spelling), an MCP
   ``CallToolResult``'s ``isError``, or a structured error's ``isError`` (lesson 002), whose
   ``errorCategory`` and ``isRetryable`` fill its category and retryable flag; an empty result (no
@@ -29,7 +30,6 @@ from agents.errors import is_empty
 from agents.events import Attempt, StepEvent
 from agents.vocabulary import ErrorCategory, StepKind
 
-from ..divergence import canonical
 from ..json_input import json_parse
 from .errors import shown
 
@@ -332,14 +332,13 @@ def turns_steps(turns: list[Turn], errors: list[dict[str, str]]) -> Reading:
     result before the next model turn are added to ``errors``; calls of the last model turn that got no
     result (the conversation ends before them) stay as steps with no attempts."""
     steps: list[StepEvent] = []
-    pending: dict[str, tuple[StepEvent, str, str]] = {}  # call id -> (step, call key, path)
+    pending: dict[str, tuple[StepEvent, str]] = {}  # call id -> (step, path)
     answered: set[str] = set()
-    failed_last_turn: dict[str, StepEvent] = {}  # call key -> step whose last attempt failed
     task = ""
     final: Turn | None = None
     for turn in turns:
         if turn.role == "assistant":
-            for use_id, (_, _, use_path) in pending.items():
+            for use_id, (_, use_path) in pending.items():
                 errors.append(
                     {"path": use_path, "message": f"tool_use {use_id!r} has no tool_result in the next user message"}
                 )
@@ -347,28 +346,21 @@ def turns_steps(turns: list[Turn], errors: list[dict[str, str]]) -> Reading:
             final = turn if not turn.calls else None
             for call, result in turn.server:
                 steps.append(_server_step(call, result, index=len(steps) + 1))
-            retried_from, failed_last_turn = failed_last_turn, {}
             for k, call in enumerate(turn.calls):
-                key = call.name + "\x1f" + canonical(call.input)
-                step = retried_from.pop(key, None)
                 first = k == 0
-                if step is None:
-                    step = StepEvent(
-                        index=len(steps) + 1,
-                        kind=StepKind.TOOL_USE.value,
-                        tool_name=call.name,
-                        tool_use_id=call.id,
-                        input=call.input,
-                        input_tokens=turn.tokens[0] if first else 0,
-                        output_tokens=turn.tokens[1] if first else 0,
-                        text=(turn.text or None) if first else None,
-                        api_stop_reason=turn.stop_reason or None,
-                    )
-                    steps.append(step)
-                elif first:
-                    step.input_tokens += turn.tokens[0]
-                    step.output_tokens += turn.tokens[1]
-                pending[call.id] = (step, key, call.path)
+                step = StepEvent(
+                    index=len(steps) + 1,
+                    kind=StepKind.TOOL_USE.value,
+                    tool_name=call.name,
+                    tool_use_id=call.id,
+                    input=call.input,
+                    input_tokens=turn.tokens[0] if first else 0,
+                    output_tokens=turn.tokens[1] if first else 0,
+                    text=(turn.text or None) if first else None,
+                    api_stop_reason=turn.stop_reason or None,
+                )
+                steps.append(step)
+                pending[call.id] = (step, call.path)
             continue
         if not task and not turn.results:
             task = turn.text
@@ -386,14 +378,9 @@ def turns_steps(turns: list[Turn], errors: list[dict[str, str]]) -> Reading:
                     }
                 )
                 continue
-            step, key, _ = pending.pop(result.call_id)
+            step, _ = pending.pop(result.call_id)
             answered.add(result.call_id)
-            attempt = result_attempt(result, len(step.attempts) + 1)
-            step.attempts.append(attempt)
-            if not attempt.ok:
-                failed_last_turn[key] = step
-        if not turn.results:
-            failed_last_turn = {}
+            step.attempts.append(result_attempt(result, len(step.attempts) + 1))
     for step in steps:
         if step.attempts:
             last = step.attempts[-1]

@@ -82,6 +82,13 @@ def _ended(run_id: int, what: str) -> RunEnded:
     return RunEnded.one("", f"run {run_id} has already ended ({row['stop_reason'] or 'finished'}); {what} refused")
 
 
+def _unmarked(step: dict) -> dict:
+    """A stored step's document without its ``repeat_of``, which the recorder adds (a step sent again
+    is the same step whether or not it says it)."""
+    step.pop("repeat_of", None)
+    return step
+
+
 def imported_steps_append(*, run: Run, steps: Sequence[StepIn]) -> list[Step]:
     """Append steps to an open run from outside, in one transaction, and return them as recorded.
 
@@ -105,7 +112,7 @@ def imported_steps_append(*, run: Run, steps: Sequence[StepIn]) -> list[Step]:
             if step.index is None or step.index > recorded:
                 continue
             row = known.get(step.index)
-            if row is None or step_dict(row) != step_dict(step.to_event(index=step.index)):
+            if row is None or _unmarked(step_dict(row)) != step_dict(step.to_event(index=step.index)):
                 raise StepConflict.one(
                     f"steps[{k}].index",
                     f"step {step.index} of run {run.pk} was already recorded with other content; "

@@ -138,6 +138,9 @@ class StepIn(_Schema):
     text: Text = ""
     model_attempts: list[ModelAttemptIn] = Field(default_factory=list)  # of the model call that made it
     api_stop_reason: Annotated[Text, Field(max_length=40)] = ""  # the Messages API's, for the response that made it
+    # The step whose call this one repeats, as a document read back has it: the recorder marks repeats
+    # from the steps themselves, whatever the source, so a value sent here is not what is stored.
+    repeat_of: Annotated[int, Field(ge=1, le=INT_MAX)] | None = None
 
     def to_event(self, *, index: int) -> StepEvent:
         """The ``StepEvent`` the recorder writes, with omitted fields made from the attempts."""
@@ -387,6 +390,7 @@ def step_dict(step: StepEvent | Step) -> dict[str, Any]:
             "text": step.text or "",
             **({"model_attempts": model_attempts} if model_attempts else {}),
             **({"api_stop_reason": api_stop_reason} if api_stop_reason else {}),
+            **({"repeat_of": step.repeat_of} if step.repeat_of else {}),
         }
     )
 

@@ -41,7 +41,7 @@ class Tally:
     overridden: int = 0  # runs whose verdict a reviewer overrode
     tool_calls: int = 0
     retries: int = 0  # the harness's tool retries
-    wasted_retries: int = 0  # retries after a non-retryable failure or an empty result
+    wasted_retries: int = 0  # retries and model repeats after a non-retryable failure or an empty result
     model_retries: int = 0  # model API calls tried again (429, 529, 5xx, no answer): they cost time and money
     guard_stops: int = 0  # the consecutive-error guard stopped the run
     max_steps_stops: int = 0  # the step limit stopped the run

@@ -1,5 +1,5 @@
 """Anthropic Messages transcripts as runs (tracer/intake/transcripts.py, conversation.py): tool_use to
-tool_result by id, a call repeated after an error as a retry, structured errors, the final answer."""
+tool_result by id, a call repeated after an error as a step of its own, structured errors, the final answer."""
 
 from __future__ import annotations
 
@@ -23,14 +23,14 @@ from tracer.intake.transcripts import transcript_arrival
 pytestmark = pytest.mark.django_db
 
 
-def test_a_call_repeated_right_after_an_error_is_one_step_with_three_attempts():
+def test_a_call_repeated_right_after_an_error_is_a_step_of_its_own_each_time():
     doc = transcript_arrival(transcript=starter_transcript())
-    assert [s.kind for s in doc.steps] == ["tool_use", "final_answer"]
-    refund = doc.steps[0]
-    assert len(refund.attempts) == 3 and refund.retry_count == 2 and refund.is_error
-    assert [a.message for a in refund.attempts] == ["Error"] * 3
+    assert [s.kind for s in doc.steps] == ["tool_use"] * 3 + ["final_answer"]
+    refunds = doc.steps[:3]
+    assert [(len(s.attempts), s.retry_count, s.is_error) for s in refunds] == [(1, 0, True)] * 3
+    assert [s.attempts[0].message for s in refunds] == ["Error"] * 3
     assert doc.start.task == TASK and doc.start.model_name == "claude-haiku-4-5"
-    assert doc.end.stop_reason == "final_answer" and doc.steps[1].text == "The system returned a generic error."
+    assert doc.end.stop_reason == "final_answer" and doc.steps[3].text == "The system returned a generic error."
 
 
 def test_a_structured_error_fills_category_and_retryable():
@@ -95,9 +95,11 @@ def test_a_transcript_is_stored_on_its_run_and_its_labels_come_from_the_importer
     assert (run.scenario, run.policy_name, run.retry_count, run.wasted_retry_count) == (
         "refund-too-old",
         "starter-transcript",
-        2,
-        0,  # bare "Error" says nothing of retrying: a retry of it is not counted as wasted
+        0,  # the model sent the call again, twice: repeats, not the harness's retries
+        0,  # bare "Error" says nothing of retrying: a repeat of it is not counted as wasted
     )
+    assert [s.repeat_of for s in run.steps.order_by("index")] == [None, 1, 2, None]
+    assert (run.error_count, run.failed_attempt_count) == (3, 3)
 
 
 def test_a_last_turn_without_results_keeps_its_calls_unanswered_and_no_final_answer():

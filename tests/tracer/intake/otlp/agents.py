@@ -256,6 +256,7 @@ def agent_run(
     processor: Callable[[SpanExporter], SpanProcessor] | None = None,
     exporter: SpanExporter | None = None,
     late_tool: bool = False,
+    conversation: list[dict[str, Any]] | None = None,
 ) -> list[ReadableSpan]:
     """Run ``script``'s agent once under ``instrumentation`` and return its spans: an ``invoke_agent``
     root, whatever the instrumentations made of each ``messages.create``, and with ``tool_spans`` an
@@ -263,7 +264,9 @@ def agent_run(
     the SDK's own tracing (its default) or off, as ``ANTHROPIC_OPEN_TELEMETRY=false`` turns it off;
     ``content``: its content mode. ``processor``/``exporter``: send the spans as they end (a batch
     processor over the OTLP exporter) instead of only keeping them. ``late_tool``: the agent also
-    traces an ``audit_log`` tool call it started while the last model call was under way."""
+    traces an ``audit_log`` tool call it started while the last model call was under way.
+    ``conversation``: filled with the agent's messages as a Messages transcript holds them (each
+    assistant message with its response's usage and stop reason)."""
     traces: dict[str, Any] = {"enabled": sdk_spans}
     if content:
         traces["content_mode"] = "content"
@@ -287,11 +290,16 @@ def agent_run(
         attributes = {genai.GEN_AI_OPERATION_NAME: "invoke_agent", genai.GEN_AI_AGENT_NAME: "support-agent"}
         with tracer.start_as_current_span("invoke_agent support-agent", attributes=attributes):
             messages: list[dict[str, Any]] = [{"role": "user", "content": script.task}]
+            if conversation is not None:
+                conversation[:] = [messages[0]]
             while True:
                 asked_ns = time.time_ns()
                 response = client.messages.create(model=MODEL, max_tokens=1024, tools=tools, messages=messages)
                 answered_ns = time.time_ns()
                 messages.append({"role": "assistant", "content": [b.model_dump() for b in response.content]})
+                if conversation is not None:
+                    usage = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+                    conversation.append({**messages[-1], "usage": usage, "stop_reason": response.stop_reason})
                 uses = [b for b in response.content if b.type == "tool_use"]
                 if not uses:
                     break
@@ -304,6 +312,8 @@ def agent_run(
                         {"type": "tool_result", "tool_use_id": block.id, "content": said, "is_error": not ok}
                     )
                 messages.append({"role": "user", "content": answers})
+                if conversation is not None:
+                    conversation.append(messages[-1])
             if late_tool:
                 attributes = {genai.GEN_AI_OPERATION_NAME: "execute_tool", genai.GEN_AI_TOOL_NAME: "audit_log"}
                 late = tracer.start_span(

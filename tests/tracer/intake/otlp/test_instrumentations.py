@@ -64,13 +64,15 @@ def test_openinference_beside_the_sdks_own_spans_counts_each_model_call_once(cli
         client, sender, agents.agent_run(agents.LOOKUP, instrumentation="openinference"), encoding=encoding
     )
     assert (lookup.input_tokens, lookup.output_tokens) == (360, 90)
-    # the model sent the identical call again after the transient failure: read from the conversation,
-    # as a transcript is, one step with two attempts
+    # the model sent the identical call again after the transient failure: a step of its own, marked as
+    # a repeat of the first, as from every source (tests/tracer/intake/test_repeats.py)
     assert steps(lookup) == [
-        ("tool_use", "lookup_orders", False, None, 2, 240, 60),
+        ("tool_use", "lookup_orders", True, "transient", 1, 120, 30),
+        ("tool_use", "lookup_orders", False, None, 1, 120, 30),
         ("final_answer", "", False, None, 0, 120, 30),
     ]
-    assert (lookup.retry_count, lookup.error_count) == (1, 0)
+    assert [s.repeat_of for s in lookup.steps.order_by("index")] == [None, 1, None]
+    assert (lookup.retry_count, lookup.error_count, lookup.failed_attempt_count) == (0, 1, 1)
     assert lookup.final_answer == "Customer c-7 has one order, 0871." and lookup.stop_reason == "final_answer"
 
 
