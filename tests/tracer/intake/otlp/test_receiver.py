@@ -721,7 +721,7 @@ def test_genai_spans_read_tool_calls_retries_by_call_id_and_a_named_stop(client,
     assert run.verdict == ""
 
 
-def test_llm_only_trace_reads_is_error_retries_and_the_final_answer_from_input_value(client, sender):
+def test_llm_only_trace_reads_is_error_repeats_and_the_final_answer_from_input_value(client, sender):
     """An agent whose tools are not instrumented: the instrumentation flattens tool results into
     llm.input_messages and drops is_error there; input.value keeps the request as sent."""
     user, _, secret = sender
@@ -776,12 +776,13 @@ def test_llm_only_trace_reads_is_error_retries_and_the_final_answer_from_input_v
     spans.append(tr.span("agent", {"openinference.span.kind": "AGENT"}, span_id=root))
     assert post(client, secret, pb_body(spans)).status_code == 200
     run = the_run(user)
-    tool, final = run.steps.order_by("index")
+    tool, again, final = run.steps.order_by("index")
     assert tool.tool_name == "process_refund" and tool.is_error and tool.result_content == "Error"
-    assert tool.retry_count == 1 and len(tool.attempts) == 2  # the model repeated the failed call
-    assert (tool.input_tokens, final.input_tokens) == (250, 200)
+    # the model repeated the failed call: a step of its own, marked as a repeat of the first
+    assert (again.tool_name, again.is_error, again.repeat_of, again.retry_count) == ("process_refund", True, 1, 0)
+    assert (tool.input_tokens, again.input_tokens, final.input_tokens) == (100, 150, 200)
     assert run.final_answer == answer_text and run.stop_reason == "final_answer"
-    assert run.error_count == 1 and run.retry_count == 1
+    assert run.error_count == 2 and run.retry_count == 0 and run.failed_attempt_count == 2
     assert run.task == "Refund order 0871."
 
 
@@ -1295,7 +1296,7 @@ def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(l
     assert seen_live and all(status == Run.Status.RUNNING for status, _ in seen_live)
     assert seen_live[-1][1] >= 2
     run = Run.objects.get(source=Run.Source.OTLP, owner=user)
-    lookup, refund, final = run.steps.order_by("index")
+    lookup, refund, again, final = run.steps.order_by("index")
     assert (lookup.tool_name, lookup.tool_use_id, lookup.is_error) == ("lookup_order", "toolu_01", False)
     assert (refund.tool_name, refund.is_error, refund.category, refund.retryable) == (
         "process_refund",
@@ -1303,7 +1304,9 @@ def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(l
         "business",
         False,
     )
-    assert refund.retry_count == 1 and refund.text == "The order exists; refunding it."
+    assert refund.retry_count == 0 and refund.text == "The order exists; refunding it."
+    # the model sent the refused refund again: a repeat of step 2, wasted (no retry fixes a refusal)
+    assert (again.tool_name, again.is_error, again.repeat_of) == ("process_refund", True, 2)
     assert final.kind == Step.Kind.FINAL_ANSWER
     assert run.status == Run.Status.FINISHED and run.stop_reason == "final_answer"
     assert run.final_answer.startswith("I can't refund order 0871")
@@ -1313,7 +1316,7 @@ def test_an_anthropic_agent_instrumented_by_openinference_exports_its_run_live(l
         "refund-agent",
         task,
     )
-    assert (run.error_count, run.retry_count, run.wasted_retry_count) == (1, 1, 1)
+    assert (run.error_count, run.failed_attempt_count, run.retry_count, run.wasted_retry_count) == (2, 2, 0, 1)
     assert (run.input_tokens, run.output_tokens) == (100 + 200 + 300 + 400, 10 + 20 + 30 + 40)
     assert run.model_name == "claude-haiku-4-5" and run.verdict == ""
 
