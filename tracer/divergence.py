@@ -445,6 +445,34 @@ def _differ(x: _Side, y: _Side, name: str) -> bool:
     return x.knows(name) and y.knows(name) and x[name] != y[name]
 
 
+def _code_differs(x: _Side, y: _Side) -> bool:
+    """Either run's policy is code (``agents.policy_code``), and the two ran different code."""
+    if not (x.settings.get("code") or y.settings.get("code")):
+        return False
+    return _differ(x, y, "code") or _differ(x, y, "code_sha256")
+
+
+def _code_of(side: _Side) -> str:
+    """Run ``side``'s policy module and the start of its source hash."""
+    sha = side.settings.get("code_sha256")
+    return f"{side['code']}" + (f", sha256 {sha[:12]}" if isinstance(sha, str) else "")
+
+
+def _format_by(side: _Side) -> str:
+    """What builds run ``side``'s failure results: its policy code's fail(), or its error_format."""
+    if side.settings.get("code"):
+        return f"its policy code's fail() ({_code_of(side)})"
+    fmt = side.settings.get("error_format")
+    return f"error_format {fmt}: the model reads {FORMAT_SAYS.get(fmt, fmt)}" if fmt else "settings not known"
+
+
+def _retries_by(side: _Side) -> str:
+    if side.settings.get("code"):
+        return f"its policy code's should_retry() ({_code_of(side)})"
+    rule = side.settings.get("retry_on")
+    return f"retry_on {rule}" if rule else "settings not known"
+
+
 def _is_retryable(attempt: Mapping[str, Any]) -> bool:
     return attempt.get("retryable") is True or attempt.get("category") == "transient"
 
@@ -468,6 +496,12 @@ def _retry_reason(
             ("error_format",),
             f"Run {f}'s error_format is raise: the failure ended the run; run {m} reports a failure to "
             f"the model as {FORMAT_SAYS.get(more['error_format'], more['error_format'])}.",
+        )
+    if _code_differs(fewer, more):
+        return Reason(
+            ("code", "code_sha256"),
+            f"Run {f} stopped after {n} attempt{'s' if n != 1 else ''}: {_retries_by(fewer)} said no; run {m}'s "
+            f"retries follow {_retries_by(more)}.",
         )
     if not last.get("ok") and _differ(fewer, more, "swallow_errors") and fewer["swallow_errors"]:
         return Reason(
@@ -582,6 +616,11 @@ def _outcome_reason(rows: list[StepRow], cause: Cause, a: _Side, b: _Side) -> Re
     attempt = rows[cause.row].attempts[cause.attempt - 1]
     x, y = attempt.left or {}, attempt.right or {}
     failed = not x.get("ok") or not y.get("ok")
+    if (failed or x.get("empty") or y.get("empty")) and _code_differs(a, b):
+        return Reason(
+            ("code", "code_sha256"),
+            f"Run A builds this result with {_format_by(a)}; run B with {_format_by(b)}.",
+        )
     if failed and _differ(a, b, "swallow_errors"):
         swallows, other = (a, b) if a["swallow_errors"] else (b, a)
         return Reason(

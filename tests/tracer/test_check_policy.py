@@ -146,6 +146,11 @@ def test_a_code_policys_runs_show_in_the_matrix_and_compare_with_its_source(admi
 
     compare = admin_client.get(reverse("tracer:compare") + f"?a={start.pk}&b={done.pk}").content.decode()
     assert START in compare and FIXED in compare and sha in compare
+    start_sha = PolicyVariant.objects.get(name="lesson-start").settings["code_sha256"]
+    assert (
+        f"Run B stopped after 1 attempt: its policy code&#x27;s should_retry() ({FIXED}, sha256 {sha[:12]}) said no; "
+        f"run A&#x27;s retries follow its policy code&#x27;s should_retry() ({START}, sha256 {start_sha[:12]})."
+    ) in compare
 
 
 @pytest.mark.django_db
