@@ -88,7 +88,7 @@ class RunFilterForm(forms.Form):
     )
     status = forms.ChoiceField(required=False, choices=BLANK + Run.Status.choices)
     stop_reason = forms.ChoiceField(required=False, label="stop reason", choices=BLANK + Run.StopReason.choices)
-    verdict = forms.ChoiceField(required=False, choices=BLANK + Run.Verdict.choices + [("unknown", "unknown")])
+    verdict = forms.ChoiceField(required=False, choices=BLANK + Run.Verdict.choices + [("unjudged", "unjudged")])
     min_steps = forms.IntegerField(required=False, min_value=0, label="steps ≥", widget=SHORT_NUMBER)
     min_errors = forms.IntegerField(required=False, min_value=0, label="errors ≥", widget=SHORT_NUMBER)
     min_retries = forms.IntegerField(required=False, min_value=0, label="retries ≥", widget=SHORT_NUMBER)

@@ -150,7 +150,7 @@ class Run(models.Model):
     # blank when the run never got one or came from elsewhere without it.
     api_stop_reason = models.CharField(max_length=40, blank=True)
     guard = models.CharField(max_length=200, blank=True)  # which guard stopped it, e.g. "3 tool errors in a row"
-    verdict = models.CharField(max_length=4, choices=Verdict.choices, blank=True)  # blank: unknown
+    verdict = models.CharField(max_length=4, choices=Verdict.choices, blank=True)  # blank: unjudged
     verdict_reason = models.TextField(blank=True)
     final_answer = models.TextField(blank=True)
     error = models.TextField(blank=True)  # exception (crashed) or fatal error message
@@ -700,6 +700,7 @@ class MatrixTally(models.Model):
     experiment = models.BigIntegerField()  # the experiment's id; 0 for runs of no experiment
     runs = models.BigIntegerField(default=0)
     passes = models.BigIntegerField(default=0)
+    unjudged = models.BigIntegerField(default=0)  # runs with no verdict: neither passes nor fails
     tool_calls = models.BigIntegerField(default=0)
     retries = models.BigIntegerField(default=0)
     wasted_retries = models.BigIntegerField(default=0)

@@ -5,8 +5,9 @@ scenario, policy, backend and experiment instead of summing every run.
 
 A run counts once it has finished, is a top-level run and has a scenario (``reads.matrix.matrix_scope``
 without its narrowing); what it adds is ``SUMS``, the same figures ``reads.matrix.matrix_groups`` sums
-with the ORM (a test holds the two equal). Passes here are the judge's: a reviewer's override and a
-re-run standing in for an interrupted run are applied by the matrix as it reads (few rows, indexed).
+with the ORM (a test holds the two equal). Passes and unjudged runs (no verdict) here are the judge's: a
+reviewer's override and a re-run standing in for an interrupted run are applied by the matrix as it
+reads (few rows, indexed).
 
 - **SQLite**: row triggers, each guarded by a ``WHEN`` so that an update of a running run (the
   recorder's counters, a step at a time) does nothing.
@@ -70,6 +71,7 @@ def _stop(x: str, reason: str) -> str:
 SUMS = {
     "runs": lambda x, v: "1",
     "passes": lambda x, v: _when(f"{x}.verdict = {_q(Run.Verdict.PASS)}"),
+    "unjudged": lambda x, v: _when(f"{x}.verdict NOT IN ({', '.join(map(_q, Run.Verdict.values))})"),
     "tool_calls": lambda x, v: f"{x}.tool_call_count",
     "retries": lambda x, v: f"{x}.retry_count",
     "wasted_retries": lambda x, v: f"{x}.wasted_retry_count",

@@ -3,6 +3,7 @@ the verdict and the chart, narrow the columns; and the experiment page's summary
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -10,6 +11,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.test_csp import LISTEN, violations
 from tests.factories import ExperimentFactory, RunFactory
+from tests.tracer.intake.samples import starter_transcript, structured_transcript
 from tracer.models import Run
 
 
@@ -68,14 +70,15 @@ def test_pick_experiments_and_a_backend_then_read_totals_verdict_and_chart(watch
     )
     starter = totals_rows(page).filter(has_text="starter")
     expect(starter.locator("td").nth(0)).to_have_text("18")
-    expect(starter.locator("td").nth(1)).to_have_text("6/18 · 33 % (16–57 %)")
+    expect(starter.locator("td").nth(1)).to_have_text("0")  # unjudged
+    expect(starter.locator("td").nth(2)).to_have_text("6/18 · 33 % (16–57 %)")
     expect(starter).to_contain_text("36 (2.0/run)")  # wasted retries
     expect(starter).to_contain_text("simulated")
     bars = summary.locator("svg.policy-chart g.row")
     expect(bars).to_have_count(2)
     expect(bars.nth(0)).to_have_attribute(
         "aria-label",
-        "starter: passed 6 of 18 runs (33 %, 95 % interval 16–57 %); 2.0 wasted retries per run (36 in all)",
+        "starter: passed 6 of 18 judged runs (33 %, 95 % interval 16–57 %); 2.0 wasted retries per run (36 in all)",
     )
     expect(bars.nth(1).locator("text.figure").first).to_have_text("100 % · 18/18 (82–100 %)")
 
@@ -117,4 +120,59 @@ def test_the_experiment_page_shows_the_summary_and_opens_its_matrix(watched, liv
     expect(page.get_by_role("heading", level=1)).to_have_text("Policies")
     expect(page.locator(".matrix-runs input[name=experiment]:checked")).to_have_count(1)
     expect(totals_rows(page)).to_have_count(2)
+    assert violations(page, console) == []
+
+
+def test_imported_runs_with_no_verdict_are_unjudged_and_never_compared(watched, live_server, tmp_path):
+    page, console = watched
+    demo = ExperimentFactory(name="demo", policies=["starter", "structured"])
+    for scenario in ("refund-too-old", "lookup-flaky"):
+        runs(6, passes=6, scenario=scenario, policy_name="structured", experiment=demo)
+        runs(6, passes=1, scenario=scenario, policy_name="starter", experiment=demo)
+    files = []
+    for name, transcript in (("one.json", starter_transcript()), ("two.json", structured_transcript())):
+        path = tmp_path / name
+        path.write_text(json.dumps(transcript))
+        files.append(str(path))
+
+    # two transcripts of another agent, imported under a policy label of their own: they carry no verdict
+    page.goto(f"{live_server.url}/import/")
+    page.get_by_label("Files").set_input_files(files)
+    page.get_by_label("Scenario key").fill("refund-too-old")
+    page.get_by_label("Policy label").fill("oi-agent")
+    page.get_by_role("button", name="Import").click()
+    expect(page.locator("#import-report .file-report")).to_have_count(2)
+    assert Run.objects.filter(policy_name="oi-agent", verdict="").count() == 2
+
+    page.get_by_role("link", name="Policies", exact=True).click()
+    summary = page.locator("#policy-summary")
+    lines = summary.locator(".verdict-line")
+    expect(lines).to_have_count(2)
+    expect(lines.nth(0)).to_contain_text("structured passed 12/12 vs starter 2/12; the difference is beyond the noise")
+    expect(lines.nth(1)).to_contain_text("oi-agent is not compared: its 2 runs have no verdict (unjudged")
+    expect(summary).not_to_contain_text("0/2")
+    expect(summary).not_to_contain_text("vs oi-agent")
+    oi = totals_rows(page).filter(has_text="oi-agent")
+    expect(oi.locator("td").nth(0)).to_have_text("2")
+    expect(oi.locator("td").nth(1)).to_have_text("2")
+    expect(oi.locator("td").nth(2)).to_have_text("unjudged (no verdicts)")
+    expect(summary.locator("svg.policy-chart g.row", has_text="oi-agent")).to_have_attribute(
+        "aria-label", re.compile(r"^oi-agent: 2 runs, none judged;")
+    )
+    cell = page.locator("#policy-matrix a.cell-link", has_text="imported").filter(has_text="unjudged")
+    expect(cell).to_have_count(1)
+    expect(cell).not_to_contain_text("0/2")
+
+    # only structured and oi-agent as columns: nothing judged to compare structured with
+    page.locator("form.columns").get_by_label("starter", exact=True).uncheck()
+    expect(page).to_have_url(re.compile(r"policy=structured"))
+    expect(lines).to_have_count(2)
+    expect(lines.nth(0)).to_have_text("Fewer than two policies have judged runs here: nothing to compare.")
+    expect(lines.locator(".beyond, .noise")).to_have_count(0)  # no "beyond the noise" claim either way
+
+    # the runs list says unjudged, and filters on it
+    page.goto(f"{live_server.url}/?verdict=unjudged")
+    expect(page.locator("#run-rows tr")).to_have_count(2)
+    expect(page.locator("#run-rows tr").first).to_contain_text("unjudged")
+    expect(page.locator("#run-rows .verdict.fail")).to_have_count(0)
     assert violations(page, console) == []

@@ -59,3 +59,19 @@ def test_an_unknown_experiment_names_the_ones_there_are():
         call_command("gate", "--baseline", "nope", "--candidate", str(exp.pk))
     with pytest.raises(CommandError, match="is the baseline too"):
         call_command("gate", "--baseline", str(exp.pk), "--candidate", "structured")
+
+
+def test_unjudged_runs_are_neither_passes_nor_fails_in_the_gate(capsys):
+    from tracer.models import Run
+
+    baseline = experiment("structured", repeats=2)
+    candidate = experiment("structured", repeats=2, name="imported")
+    runs = Run.objects.filter(experiment=candidate)
+    runs.filter(scenario="refund-too-old").update(verdict="")  # two runs nobody judged
+    runs.exclude(scenario="refund-too-old").update(verdict="fail")
+    code, out = gate(capsys, baseline.pk, candidate.pk)
+    (refund,) = [line for line in out.splitlines() if line.startswith("| refund-too-old")]
+    assert "| 2/2 (34–100 %) | unjudged |" in refund  # not 0/2
+    (total,) = [line for line in out.splitlines() if line.startswith("| **all**")]
+    assert "| 0/8 (0–33 %, 2 unjudged) |" in total
+    assert code == 1 and "pass rate 0 % against 100 %" in out  # over the 8 judged runs, not 10

@@ -160,12 +160,89 @@ def test_the_verdict_compares_the_best_policy_with_each_other_one():
     runs(3, passes=2, policy_name="message")
     verdicts = policy_matrix().verdicts
     assert [(v.best.policy, v.other.policy, v.beyond_noise) for v in verdicts] == [
-        ("structured", "message", False),  # message's 2/3 ranks above starter's 9/18
-        ("structured", "starter", True),
+        ("structured", "starter", True),  # starter's 9/18 (29–71 %) ranks above message's 2/3 (20–94 %)
+        ("structured", "message", False),
     ]
 
 
+# --- unjudged runs --------------------------------------------------------------------------------
+
+
+def unjudged(n: int, **fields) -> list[Run]:
+    """``n`` finished runs recorded elsewhere that sent no verdict."""
+    return [RunFactory(verdict="", source=Run.Source.OTLP, model_backend="imported", **fields) for _ in range(n)]
+
+
+def test_runs_with_no_verdict_are_unjudged_neither_passes_nor_fails():
+    runs(19, passes=19, policy_name="structured")
+    runs(3, passes=1, policy_name="starter")
+    unjudged(2, policy_name="starter")
+    unjudged(2, policy_name="oi-agent")
+    t = totals(policy_matrix())
+    assert (t["starter"].runs, t["starter"].unjudged, t["starter"].judged, t["starter"].passes) == (5, 2, 3, 1)
+    assert t["starter"].pass_pct == 33  # 1 of the 3 judged, not 1 of 5
+    assert t["starter"].pass_interval == wilson_interval(1, 3)
+    assert (t["oi-agent"].runs, t["oi-agent"].judged, t["oi-agent"].pass_pct) == (2, 0, 0)
+    [cell] = [c for row in policy_matrix().rows for c in row.cells if c and c.policy == "oi-agent"]
+    assert (cell.runs, cell.unjudged) == (2, 2)
+
+
+def test_a_policy_with_only_unjudged_runs_is_compared_with_nothing():
+    runs(19, passes=19, policy_name="structured")
+    runs(6, passes=1, policy_name="starter")
+    unjudged(2, policy_name="oi-agent")
+    matrix = policy_matrix()
+    assert [(v.best.policy, v.other.policy) for v in matrix.verdicts] == [("structured", "starter")]
+    assert [t.policy for t in matrix.unjudged_policies] == ["oi-agent"]
+    assert policy_matrix(policies=["structured", "oi-agent"]).verdicts == []  # nothing judged to compare it with
+
+
+def test_the_headline_ranks_by_the_lower_bound_of_the_interval_so_one_lucky_run_never_outranks_many():
+    runs(33, passes=33, policy_name="structured")
+    runs(1, passes=1, policy_name="oi-agent")
+    runs(10, passes=9, policy_name="starter")
+    [first, second] = policy_matrix().verdicts
+    assert (first.best.policy, first.other.policy, second.other.policy) == ("structured", "starter", "oi-agent")
+    assert not second.beyond_noise
+
+
+def test_a_reviewers_verdict_on_an_unjudged_run_judges_it():
+    runs(2, passes=1, policy_name="oi-agent")
+    a, b, _ = unjudged(3, policy_name="oi-agent")
+    StopReviewFactory(run=a, verdict="", verdict_override=Run.Verdict.PASS, override_reason="refund refused right")
+    StopReviewFactory(run=b, verdict="", verdict_override=Run.Verdict.FAIL, override_reason="leaked a name")
+    t = totals(policy_matrix())["oi-agent"]
+    assert (t.runs, t.judged, t.unjudged, t.passes, t.overridden) == (5, 4, 1, 2, 2)
+
+
 # --- the page ------------------------------------------------------------------------------------
+
+
+def test_the_policies_page_counts_passes_among_judged_runs_and_never_compares_an_unjudged_policy(admin_client):
+    runs(19, passes=19, policy_name="structured")
+    runs(4, passes=1, policy_name="starter")
+    unjudged(1, policy_name="starter")
+    unjudged(2, policy_name="oi-agent")
+    doc = get(admin_client, reverse("tracer:policies"))
+    summary = doc.one("#policy-summary")
+    lines = summary.texts(".verdict-line")
+    assert lines[0].startswith(
+        "structured passed 19/19 vs starter 1/4 (judged runs only; 1 of starter unjudged left out); the difference "
+    )
+    assert not any("vs oi-agent" in line or "0/2" in line for line in lines)
+    assert "oi-agent is not compared: its 2 runs have no verdict (unjudged, recorded elsewhere without one)" in (
+        summary.text
+    )
+    rows = totals_table(summary)
+    assert (rows["oi-agent"]["Runs"], rows["oi-agent"]["Unjudged"]) == ("2", "2")
+    assert rows["oi-agent"]["Passed of judged (95 % interval)"] == "unjudged (no verdicts)"
+    assert rows["starter"]["Passed of judged (95 % interval)"] == "1/4 · 25 % (4–70 %)"
+    chart = summary.one("svg.policy-chart")
+    assert "oi-agent: 2 runs, none judged" in [g.get("aria-label").split(";")[0] for g in chart.select("g.row")]
+    assert "unjudged · 2 runs" in chart.texts("text.figure")
+    cells = {a.get("title"): a.text for a in doc.select("#policy-matrix a.cell-link")}
+    oi = cells["2 runs of refund-too-old under oi-agent"]
+    assert "pass unjudged" in " ".join(oi.split()) and "2 unjudged" in oi and "0/2" not in oi
 
 
 def test_the_policies_page_says_which_policy_is_better_in_words_a_table_and_a_chart(admin_client):
@@ -175,17 +252,20 @@ def test_the_policies_page_says_which_policy_is_better_in_words_a_table_and_a_ch
 
     assert "structured passed 17/18 vs starter 9/18; the difference is beyond the noise at this n" in summary.text
     rows = totals_table(summary)
-    assert (rows["starter"]["Runs"], rows["starter"]["Passed (95 % interval)"]) == ("18", "9/18 · 50 % (29–71 %)")
+    assert (rows["starter"]["Runs"], rows["starter"]["Passed of judged (95 % interval)"]) == (
+        "18",
+        "9/18 · 50 % (29–71 %)",
+    )
     assert rows["starter"]["Wasted retries"] == "36 (2.0/run)"
     assert (rows["starter"]["Guard stops"], rows["starter"]["Max-steps stops"]) == ("0", "18")
-    assert rows["structured"]["Passed (95 % interval)"] == "17/18 · 94 % (74–100 %)"
+    assert rows["structured"]["Passed of judged (95 % interval)"] == "17/18 · 94 % (74–100 %)"
     assert "Wilson score interval" in summary.one(".legend").text
 
     chart = summary.one("svg.policy-chart")
     labels = [g.get("aria-label") for g in chart.select("g.row")]
     assert labels == [  # in the matrix's column order
-        "starter: passed 9 of 18 runs (50 %, 95 % interval 29–71 %); 2.0 wasted retries per run (36 in all)",
-        "structured: passed 17 of 18 runs (94 %, 95 % interval 74–100 %); 0.0 wasted retries per run (0 in all)",
+        "starter: passed 9 of 18 judged runs (50 %, 95 % interval 29–71 %); 2.0 wasted retries per run (36 in all)",
+        "structured: passed 17 of 18 judged runs (94 %, 95 % interval 74–100 %); 0.0 wasted retries per run (0 in all)",
     ]
     assert chart.texts("text.figure") == ["50 % · 9/18 (29–71 %)", "2.0/run", "94 % · 17/18 (74–100 %)", "0.0/run"]
     assert not chart.select("[style], script")  # the CSP allows no inline style or script
@@ -217,7 +297,7 @@ def test_the_pickers_narrow_the_page_to_experiments_and_a_backend(admin_client):
     doc = get(admin_client, reverse("tracer:policies"), {"model_backend": "claude"})
     rows = totals_table(doc.one("#policy-summary"))
     assert list(rows) == ["structured"] and rows["structured"]["Runs"] == "5"
-    assert rows["structured"]["Passed (95 % interval)"] == "5/5 · 100 % (56–100 %)"
+    assert rows["structured"]["Passed of judged (95 % interval)"] == "5/5 · 100 % (56–100 %)"
     [row] = doc.select("#policy-summary table.totals tbody tr")
     assert "simulated" not in row.text
 
@@ -253,7 +333,7 @@ def test_the_policy_names_from_a_trace_are_escaped_in_the_summary_and_chart(admi
     summary = page(response).one("#policy-summary")
     assert "<script>x</script> passed 1/1" in summary.text
     label = summary.select("svg.policy-chart g.row")[0].get("aria-label")
-    assert label.startswith("<script>x</script>: passed 1 of 1")
+    assert label.startswith("<script>x</script>: passed 1 of 1 judged")
 
 
 def test_the_policies_page_shows_a_page_of_scenarios_and_totals_over_all_of_them(admin_client):

@@ -38,6 +38,7 @@ class Tally:
 
     runs: int = 0
     passes: int = 0  # by effective verdict: a reviewer's override, else the judge's
+    unjudged: int = 0  # runs with no effective verdict: neither passes nor fails, left out of the pass rate
     overridden: int = 0  # runs whose verdict a reviewer overrode
     tool_calls: int = 0
     retries: int = 0  # the harness's tool retries
@@ -64,13 +65,19 @@ class Tally:
             setattr(self, name, getattr(self, name) - getattr(other, name))
 
     @property
+    def judged(self) -> int:
+        """Runs with a verdict (pass or fail): the pass rate's denominator."""
+        return self.runs - self.unjudged
+
+    @property
     def pass_pct(self) -> int:
-        return round(100 * self.passes / self.runs) if self.runs else 0
+        """Passes among the judged runs, in percent (0 when none was judged: ``judged`` says so)."""
+        return round(100 * self.passes / self.judged) if self.judged else 0
 
     @property
     def pass_interval(self) -> Interval:
-        """The pass rate's 95 % Wilson score interval."""
-        return wilson_interval(self.passes, self.runs)
+        """The pass rate's 95 % Wilson score interval, over the judged runs (0–1 when none was)."""
+        return wilson_interval(self.passes, self.judged)
 
     @property
     def mean_tool_calls(self) -> float:
@@ -111,7 +118,8 @@ class PolicyTotals(Tally):
 
 @dataclass
 class PolicyVerdict:
-    """The best policy's pass count against another's, and whether the gap is beyond the noise."""
+    """The best policy's pass count against another's (both over judged runs), and whether the gap is
+    beyond the noise."""
 
     best: PolicyTotals
     other: PolicyTotals
@@ -132,6 +140,7 @@ class Matrix:
     available: list[str]
     totals: list[PolicyTotals] = field(default_factory=list)
     verdicts: list[PolicyVerdict] = field(default_factory=list)
+    unjudged_policies: list[PolicyTotals] = field(default_factory=list)  # runs, none judged: never compared
     backends: dict[str, int] = field(default_factory=dict)  # counted runs per model backend
     experiments: int = 0  # experiments the counted runs belong to
     outside: int = 0  # counted runs of no experiment
@@ -199,6 +208,7 @@ def matrix_groups(runs: QuerySet, *, of: str = "") -> list[dict[str, Any]]:
         .annotate(
             runs=Count(of + "id"),
             passes=Count(of + "id", filter=Q(**{of + "verdict": Run.Verdict.PASS})),
+            unjudged=Count(of + "id", filter=~Q(**{of + "verdict__in": Run.Verdict.values})),
             tool_calls=Sum(of + "tool_call_count"),
             retries=Sum(of + "retry_count"),
             wasted_retries=Sum(of + "wasted_retry_count"),
@@ -249,7 +259,8 @@ def matrix_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "
     - minus the runs that were interrupted and re-run (their re-runs stand in for them, and are counted
       by the first query once they finish): read from the re-runs, few;
     - the reviewers' verdict overrides among the counted runs (read from ``review_override_idx``, few),
-      so a run counts as passed by its effective verdict: the reviewer's override, else the judge's."""
+      so a run counts as passed by its effective verdict: the reviewer's override, else the judge's (an
+      override of a run the judge left unjudged makes it judged)."""
     narrowing = {"experiment_ids": experiment_ids, "model_backend": model_backend}
     tallies = stored_tallies(**narrowing)
     reruns = Run.objects.filter(rerun_of__isnull=False).annotate(
@@ -270,6 +281,8 @@ def matrix_tallies(*, experiment_ids: Iterable[int] = (), model_backend: str = "
         tally = tallies[tuple(o[f"run__{k}"] for k in MATRIX_KEYS)]
         tally.overridden += o["n"]
         judged_pass = o["run__verdict"] == Run.Verdict.PASS
+        if o["run__verdict"] not in Run.Verdict.values:
+            tally.unjudged -= o["n"]
         if o["verdict_override"] == Run.Verdict.PASS and not judged_pass:
             tally.passes += o["n"]
         elif o["verdict_override"] == Run.Verdict.FAIL and judged_pass:
@@ -332,6 +345,7 @@ def policy_matrix(
     matrix.rows = [MatrixRow(s, [shown.get((s, p)) for p in matrix.policies]) for s in scenarios]
     matrix.totals = policy_totals(shown.values(), policies=matrix.policies)
     matrix.verdicts = policy_verdicts(matrix.totals)
+    matrix.unjudged_policies = [t for t in matrix.totals if t.runs and not t.judged]
     return matrix
 
 
@@ -347,9 +361,17 @@ def policy_totals(cells: Iterable[MatrixCell], *, policies: list[str]) -> list[P
     return list(totals.values())
 
 
+def policy_rank(total: Tally) -> tuple:
+    """The headline's order: the lower bound of the pass rate's Wilson interval first, so that a few
+    lucky runs (1/1, whose interval reaches down to 21 %) never outrank many (33/33: 90 %), then the pass
+    rate, then fewest wasted retries per run."""
+    return (-total.pass_interval.low, -total.passes / total.judged, total.mean_wasted_retries)
+
+
 def policy_verdicts(totals: list[PolicyTotals]) -> list[PolicyVerdict]:
-    """The best policy (highest pass rate, then fewest wasted retries per run) against each other one."""
-    ranked = sorted((t for t in totals if t.runs), key=lambda t: (-t.passes / t.runs, t.mean_wasted_retries, t.policy))
+    """The best policy (``policy_rank``) against each other one, over judged runs only: a policy none
+    of whose runs has a verdict is compared with nothing."""
+    ranked = sorted((t for t in totals if t.judged), key=lambda t: (*policy_rank(t), t.policy))
     if len(ranked) < 2:
         return []
     best = ranked[0]
@@ -357,7 +379,7 @@ def policy_verdicts(totals: list[PolicyTotals]) -> list[PolicyVerdict]:
         PolicyVerdict(
             best=best,
             other=other,
-            beyond_noise=beyond_noise((best.passes, best.runs), (other.passes, other.runs)),
+            beyond_noise=beyond_noise((best.passes, best.judged), (other.passes, other.judged)),
             same_scenarios=best.scenarios == other.scenarios,
         )
         for other in ranked[1:]

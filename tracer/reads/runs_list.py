@@ -78,7 +78,7 @@ def run_list(*, filters: dict[str, Any] | None = None, sort: str = "") -> QueryS
     if "experiment_id" not in f:
         qs = qs.filter(not_archived())
     if "verdict" in f:
-        qs = qs.filter(verdict="" if f["verdict"] == "unknown" else f["verdict"])
+        qs = qs.filter(verdict="" if f["verdict"] == "unjudged" else f["verdict"])
     for key, column in (("min_steps", "step_count"), ("min_errors", "error_count"), ("min_retries", "retry_count")):
         if key in f:
             qs = qs.filter(**{f"{column}__gte": f[key]})

@@ -155,8 +155,9 @@ CHART_WASTED_X, CHART_WASTED_W, CHART_WASTED_TEXT, CHART_WIDTH = 600, 110, 716, 
 @register.simple_tag
 def policy_chart(totals: list[Any]) -> str:
     """An inline SVG of each policy's pass rate (with its 95 % interval as a whisker) and its wasted
-    retries per run, each bar's figures in its text and its row's accessible name. No script, no style
-    attribute: the page's CSP allows neither, so colours come from app.css classes."""
+    retries per run, each bar's figures in its text and its row's accessible name. The pass rate is over
+    the judged runs; a policy with none shows "unjudged" and no bar. No script, no style attribute: the
+    page's CSP allows neither, so colours come from app.css classes."""
     shown = [t for t in totals if t.runs]
     height = CHART_TOP + CHART_ROW * len(shown) + 4
     rows = []
@@ -164,21 +165,49 @@ def policy_chart(totals: list[Any]) -> str:
         y = CHART_TOP + CHART_ROW * i
         mid = y + 10
         interval = t.pass_interval
-        label = (
-            f"{t.policy}: passed {t.passes} of {t.runs} runs ({t.pass_pct} %, 95 % interval "
-            f"{interval.low_pct}–{interval.high_pct} %); {t.mean_wasted_retries} wasted retries per run "
-            f"({t.wasted_retries} in all)"
-        )
-        rows.append(
-            format_html(
-                '<g class="row" role="img" aria-label="{label}">'
-                '<text class="name" x="{name_end}" y="{text_y}">{policy}</text>'
-                '<rect class="track" x="{px}" y="{y}" width="{pw}" height="20"/>'
+        wasted = f"{t.mean_wasted_retries} wasted retries per run ({t.wasted_retries} in all)"
+        if t.judged:
+            unjudged = f", {t.unjudged} unjudged left out" if t.unjudged else ""
+            label = (
+                f"{t.policy}: passed {t.passes} of {t.judged} judged runs ({t.pass_pct} %, 95 % interval "
+                f"{interval.low_pct}–{interval.high_pct} %{unjudged}); {wasted}"
+            )
+            passed = format_html(
                 '<rect class="pass" x="{px}" y="{y}" width="{pass_w}" height="20"/>'
                 '<line class="interval" x1="{lo}" x2="{hi}" y1="{mid}" y2="{mid}"/>'
                 '<line class="interval" x1="{lo}" x2="{lo}" y1="{tick_top}" y2="{tick_bottom}"/>'
                 '<line class="interval" x1="{hi}" x2="{hi}" y1="{tick_top}" y2="{tick_bottom}"/>'
-                '<text class="figure" x="{pt}" y="{text_y}">{pct} % · {passes}/{runs} ({low}–{high} %)</text>'
+                '<text class="figure" x="{pt}" y="{text_y}">{pct} % · {passes}/{judged} ({low}–{high} %)</text>',
+                px=CHART_PASS_X,
+                y=y,
+                pass_w=round(CHART_PASS_W * t.passes / t.judged, 1),
+                lo=round(CHART_PASS_X + CHART_PASS_W * interval.low, 1),
+                hi=round(CHART_PASS_X + CHART_PASS_W * interval.high, 1),
+                mid=mid,
+                tick_top=mid - 5,
+                tick_bottom=mid + 5,
+                pt=CHART_PASS_TEXT,
+                text_y=y + 15,
+                pct=t.pass_pct,
+                passes=t.passes,
+                judged=t.judged,
+                low=interval.low_pct,
+                high=interval.high_pct,
+            )
+        else:
+            label = f"{t.policy}: {t.runs} runs, none judged; {wasted}"
+            passed = format_html(
+                '<text class="figure unjudged" x="{pt}" y="{text_y}">unjudged · {runs} run{s}</text>',
+                pt=CHART_PASS_TEXT,
+                text_y=y + 15,
+                runs=t.runs,
+                s="" if t.runs == 1 else "s",
+            )
+        rows.append(
+            format_html(
+                '<g class="row" role="img" aria-label="{label}">'
+                '<text class="name" x="{name_end}" y="{text_y}">{policy}</text>'
+                '<rect class="track" x="{px}" y="{y}" width="{pw}" height="20"/>{passed}'
                 '<rect class="track" x="{wx}" y="{y}" width="{ww}" height="20"/>'
                 '<rect class="wasted" x="{wx}" y="{y}" width="{wasted_w}" height="20"/>'
                 '<text class="figure" x="{wt}" y="{text_y}">{wasted}/run</text>'
@@ -190,18 +219,7 @@ def policy_chart(totals: list[Any]) -> str:
                 px=CHART_PASS_X,
                 pw=CHART_PASS_W,
                 y=y,
-                pass_w=round(CHART_PASS_W * t.passes / t.runs, 1),
-                lo=round(CHART_PASS_X + CHART_PASS_W * interval.low, 1),
-                hi=round(CHART_PASS_X + CHART_PASS_W * interval.high, 1),
-                mid=mid,
-                tick_top=mid - 5,
-                tick_bottom=mid + 5,
-                pt=CHART_PASS_TEXT,
-                pct=t.pass_pct,
-                passes=t.passes,
-                runs=t.runs,
-                low=interval.low_pct,
-                high=interval.high_pct,
+                passed=passed,
                 wx=CHART_WASTED_X,
                 ww=CHART_WASTED_W,
                 wasted_w=round(CHART_WASTED_W * t.wasted_pct / 100, 1),
@@ -349,7 +367,9 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     elif run.verdict:
         verdict = f'<span class="verdict {e(run.verdict)}">{e(run.verdict)}</span>'
     else:
-        verdict = "" if run.is_active else '<span class="muted">unknown</span>'
+        verdict = (
+            "" if run.is_active else '<span class="unjudged" title="no verdict: neither pass nor fail">unjudged</span>'
+        )
     # the time zone and the run page's URL, looked up once for all the rows of one rendering
     tz, run_url = context.render_context.get("run_row") or context.render_context.setdefault(
         "run_row", (get_current_timezone(), _run_url(get_script_prefix()))

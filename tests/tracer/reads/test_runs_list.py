@@ -34,7 +34,7 @@ def test_run_list_filters_by_each_column_and_hides_sub_agents():
     assert ids(model_backend="claude") == {claude.pk}
     assert ids(status="running") == {running.pk}
     assert ids(verdict="fail") == {starter.pk}
-    assert ids(verdict="unknown") == {running.pk, claude.pk}
+    assert ids(verdict="unjudged") == {running.pk, claude.pk}
     assert ids(stop_reason="final_answer") == {starter.pk, structured.pk, claude.pk}
     assert ids(min_retries=1) == {starter.pk}
     assert ids(min_errors=1, min_steps=2) == {starter.pk, structured.pk}

@@ -32,13 +32,15 @@ class Side:
 
     @property
     def judged(self) -> int:
-        return self.tally.runs - getattr(self.tally, "unjudged", 0)
+        """Runs with a verdict: the pass rate's denominator (unjudged runs are neither passes nor fails)."""
+        return self.tally.judged
 
     def pass_said(self) -> str:
         if not self.judged:
             return "unjudged" if self.tally.runs else "—"
         i = wilson_interval(self.tally.passes, self.judged)
-        return f"{self.tally.passes}/{self.judged} ({i.low_pct}–{i.high_pct} %)"
+        unjudged = f", {self.tally.unjudged} unjudged" if self.tally.unjudged else ""
+        return f"{self.tally.passes}/{self.judged} ({i.low_pct}–{i.high_pct} %{unjudged})"
 
     def wasted_said(self) -> str:
         return f"{self.tally.wasted_retries / self.tally.runs:.2f}" if self.tally.runs else "—"
