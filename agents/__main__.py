@@ -22,6 +22,7 @@ from .llm.base import TIME_LIMIT_ENV
 from .llm.registry import make_backend
 from .loop import RunResult
 from .policies import PRESETS, PolicyError, get_policy
+from .redaction import Redactor
 from .run import run_scenario
 from .scenarios import registry
 from .trace import PrintRecorder
@@ -154,6 +155,7 @@ def print_findings(result: RunResult, out: TextIO, indent: str = "") -> None:
 
     print(file=out)
     text = format_findings(diagnose(start=result.start, steps=result.steps, end=result.end))
+    text = Redactor.from_environ().text(text)  # a finding quotes what the tool said, secrets and all
     for line in text.splitlines():
         print(indent + line, file=out)
     for child in result.children:

@@ -43,6 +43,9 @@ class Attempt:
     is_error: bool | None = None  # the tool_result's is_error (Messages API spelling) for this attempt
     transport: str | None = None  # a ToolTransport: how the harness reached the tool (None: recorded before)
     mcp_result: dict[str, Any] | None = None  # over MCP: the CallToolResult as the wire spells it (isError)
+    # What the policy's clean_error_text took out of the failure's text before the model read it
+    # ("a stack trace", "SQL", …: agents.diagnosis.lint.LEAKS names); empty when nothing was.
+    removed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict, for JSON. Shallow: ``content`` and ``result_content`` are the same

@@ -22,6 +22,7 @@ ACTIONS = {
     "lookup_order": "look up order {order_id}",
     "callback_check": "check for a call back",
     "run_subagent": "check the orders",
+    "lookup_invoice": "look up invoice {invoice_id}",
 }
 
 STILL_FAILING = re.compile(r"still failing after (?P<n>\d+) attempts: (?P<what>.+?)(?: timed out)?(?:;|\.|$)")

@@ -32,9 +32,11 @@ from .lesson_facts import (
     REFUNDED_TWICE,
     free_times_true,
     gives_free_time,
+    no_internal_details,
     no_pound_conversion,
     no_status_for,
     no_unread_availability,
+    no_unread_total,
     no_unseen_orders,
     reasons_true,
     refund_truth,
@@ -66,6 +68,7 @@ from .packs import (
 )
 from .persona import Persona
 from .tools import Tool, Toolbox
+from .tools.billing import Billing, InvoiceInput
 from .tools.currency import ConvertCurrencyInput, convert_currency
 from .tools.lookup import FlakyUpstream, LookupInput
 from .tools.lumen import CustomerInput, LumenWorld, OrderInput, PaymentService
@@ -119,6 +122,11 @@ def lookup_orders(shop: LumenWorld, customer: str) -> dict:
 @tool(OrderInput, description="Refund an order in full to the original payment method.")
 def process_refund(shop: LumenWorld, order_id: str) -> dict:
     return shop.process_refund(order_id)
+
+
+@tool(InvoiceInput, description="Look up an invoice's total and status.")
+def lookup_invoice(billing: Billing, invoice_id: str) -> dict:
+    return billing.invoice(invoice_id)
 
 
 ROOM_TOOLS = (free_slots, book_slot)
@@ -650,6 +658,27 @@ SCENARIOS = (
         description="Lesson 001: 'unknown customer id; use search_customers to find the id first' instead of "
         "listing 1,201 ids; the model searches, then asks again with the id it found.",
         system=DEFAULT_SYSTEM,
+        persona=PERSONA,
+    ),
+    Scenario(
+        "invoice-internal-error",
+        "The billing database's debug page in the error: keep internals out",
+        "What is the total on my invoice INV-2207?",
+        tools=(lookup_invoice,),
+        world=Billing,
+        judge=Judge(
+            answered(),
+            states("answer says the billing system failed", OUTAGE),
+            states("answer says what to do next", NEXT_STEP),
+            no_internal_details(),
+            no_unread_total("lookup_invoice"),
+            attempts_at_most("lookup_invoice", 3, name="invoice read at most 3 times"),
+        ),
+        opening=(call("lookup_invoice", invoice_id="INV-2207"),),
+        description="Lesson 001: the billing database times out and its failure text carries a stack trace, the "
+        "SQL, the database's hostname and an API key. A harness that passes it on has the model repeat them to "
+        "the customer; clean_error_text sends only what went wrong and what to do.",
+        system=lumen_system("Ana Ruiz"),
         persona=PERSONA,
     ),
     Scenario(

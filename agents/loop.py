@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .diagnosis.lint import clean_error_text
 from .errors import error_json
 from .events import Attempt, Recorder, RunAborted, RunEnd, RunStart, StepEvent, Verdict
 from .llm.base import ModelBackend, ModelClient, ModelError
@@ -111,12 +112,20 @@ def as_text(content: Any) -> str:
 
 
 def format_result(
-    policy: Policy, outcome: Outcome, *, attempts: int, tool: str, final: bool = True
+    policy: Policy,
+    outcome: Outcome,
+    *,
+    attempts: int,
+    tool: str,
+    final: bool = True,
+    removed: list[str] | None = None,
 ) -> tuple[Any, bool]:
     """The tool_result content and ``is_error`` flag that ``policy`` makes of an outcome.
 
     ``final``: no retry follows this attempt. Only then does a transient failure that was tried more
     than once say so and what to do next; an attempt the harness retries never says "try again later".
+    Under ``clean_error_text`` the failure's message loses its internal details first; what was taken
+    out is added to ``removed`` when given.
     """
     if policy.policy_code is not None:
         return code_result(policy, outcome, attempts=attempts, tool=tool, final=final)
@@ -133,16 +142,22 @@ def format_result(
         if policy.error_format == ErrorFormat.MESSAGE:
             return message, True
         return error_json("empty", message, retryable=False), True
-    message = failure_message(outcome, attempts=attempts, final=final)
+    message = failure_message(outcome, attempts=attempts, final=final, clean=policy.clean_error_text, removed=removed)
     if policy.error_format == ErrorFormat.MESSAGE:
         return message, True
     return error_json(outcome.category or ErrorCategory.BUSINESS, message, retryable=outcome.retryable), True
 
 
-def failure_message(outcome: Outcome, *, attempts: int, final: bool) -> str:
+def failure_message(
+    outcome: Outcome, *, attempts: int, final: bool, clean: bool = False, removed: list[str] | None = None
+) -> str:
     """The message a failure's tool_result carries: the tool's, saying so when retries of a transient
-    failure ran out."""
+    failure ran out. ``clean``: its internal details taken out first, named in ``removed`` when given."""
     message = outcome.message or "the tool failed without a message"
+    if clean:
+        message, taken = clean_error_text(message)
+        if removed is not None:
+            removed.extend(w for w in taken if w not in removed)
     if final and outcome.category == ErrorCategory.TRANSIENT and attempts > 1:
         message = f"still failing after {attempts} attempts: {message}; {EXHAUSTED_ADVICE}"
     return message
@@ -366,7 +381,8 @@ class _Run:
             outcome = self.spec.toolbox.call(name, raw_input)
             latency_ms = (time.perf_counter() - began) * 1000
             number = len(step.attempts) + 1
-            result, is_error = format_result(policy, outcome, attempts=number, tool=name, final=False)
+            removed: list[str] = []
+            result, is_error = format_result(policy, outcome, attempts=number, tool=name, final=False, removed=removed)
             step.attempts.append(
                 Attempt(
                     number=number,
@@ -382,6 +398,7 @@ class _Run:
                     is_error=is_error,
                     transport=self.spec.toolbox.transport,
                     mcp_result=outcome.mcp_result,
+                    removed=removed,
                 )
             )
             if not outcome.ok and outcome.category == ErrorCategory.FATAL and policy.stop_on_fatal:

@@ -79,6 +79,9 @@ class Policy(BaseModel):
     # level) is lesson 002's nested-flag bug.
     retry_flag_path: Literal["error.isRetryable", "isRetryable"] = "error.isRetryable"
     swallow_errors: bool = False  # a failure becomes an empty result, no is_error: lesson 001's common mistake
+    # A failure's text loses its stack traces, SQL, hostnames, file paths and secrets before the model
+    # reads it (lesson 001: "Keep internal details out"); each attempt names what was removed.
+    clean_error_text: bool = True
     ask_model_to_retry: bool = False  # the system prompt asks the model to retry a retryable failure once
     tool_transport: ToolTransport = ToolTransport.IN_PROCESS  # mcp: the tools are served by an MCP server
     # A policy module's path: its fail() and should_retry() replace the error format and retry rule.
@@ -148,6 +151,7 @@ PRESETS: dict[str, Policy] = {
             error_format=ErrorFormat.RAISE,
             retry_on=RetryRule.NONE,
             max_attempts=1,
+            clean_error_text=False,
             **NO_BACKOFF,
             **UNGUARDED,
         ),
@@ -157,6 +161,7 @@ PRESETS: dict[str, Policy] = {
             error_format=ErrorFormat.BARE,
             retry_on=RetryRule.ALL,
             empty_is_error=True,
+            clean_error_text=False,
             **NO_BACKOFF,
             **UNGUARDED,
         ),
@@ -166,11 +171,12 @@ PRESETS: dict[str, Policy] = {
             error_format=ErrorFormat.MESSAGE,
             backoff_jitter=0,
             consecutive_error_limit=None,
+            clean_error_text=False,
         ),
         Policy(
             name="structured",
-            description="Category, isRetryable and message; only transient retried, bounded, with "
-            "jittered backoff; fatal stops the run; 3 consecutive errors stop the run.",
+            description="Category, isRetryable and message, internal details cleaned out; only transient "
+            "retried, bounded, with jittered backoff; fatal stops the run; 3 consecutive errors stop the run.",
         ),
         Policy(
             name="model-retries",

@@ -6,6 +6,7 @@ import json
 from typing import Any, TextIO
 
 from .events import Attempt, ModelAttempt, RunEnd, RunStart, StepEvent, is_model_retry
+from .redaction import Redactor
 from .vocabulary import ErrorCategory, StepKind, StopReason
 
 
@@ -108,6 +109,9 @@ def format_step(step: StepEvent) -> str:
         line = f"{head} -> ok: {readable(step.result_content)}"
     if step.retry_count:
         line += "".join(f"\n    {_attempt_line(a)}" for a in step.attempts)
+    removed = list(dict.fromkeys(w for a in step.attempts for w in a.removed or ()))
+    if removed:
+        line += f"\n    removed from the error before the model read it: {', '.join(removed)} (clean_error_text)"
     return line
 
 
@@ -135,14 +139,18 @@ def format_end(end: RunEnd) -> str:
 
 
 class PrintRecorder:
-    """Prints each step as the loop reports it; a sub-agent's run is printed indented, where it happens."""
+    """Prints each step as the loop reports it; a sub-agent's run is printed indented, where it happens.
+
+    Every line is redacted first (``agents.redaction``, configured by the environment as stored
+    traces are): a key in a tool's error or the model's answer is printed as its marker."""
 
     def __init__(self, out: TextIO, indent: str = "") -> None:
         self.out = out
         self.indent = indent
+        self.redactor = Redactor.from_environ()
 
     def _print(self, text: str) -> None:
-        for line in text.splitlines():
+        for line in self.redactor.text(text).splitlines():
             print(self.indent + line, file=self.out, flush=True)
 
     def run_started(self, start: RunStart) -> None:
@@ -162,4 +170,6 @@ class PrintRecorder:
 
     def child(self, *, label: str) -> PrintRecorder:
         self._print(f"  [{label}]")
-        return PrintRecorder(self.out, self.indent + "    ")
+        child = type(self)(self.out, self.indent + "    ")
+        child.redactor = self.redactor
+        return child

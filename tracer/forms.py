@@ -292,6 +292,12 @@ class PolicyVariantForm(forms.Form):
     ask_model_to_retry = forms.ChoiceField(
         required=False, label="prompt asks the model to retry once", choices=INHERIT + YES_NO
     )
+    clean_error_text = forms.ChoiceField(
+        required=False,
+        label="clean internal details out of error text",
+        choices=INHERIT + YES_NO,
+        help_text="stack traces, SQL, hostnames, file paths and secrets never reach the model",
+    )
     code = forms.ChoiceField(
         required=False,
         label="policy code",
@@ -308,7 +314,7 @@ class PolicyVariantForm(forms.Form):
         for name, value in self.cleaned_data.items():
             if name == "name" or value in (None, ""):
                 continue
-            if name in ("empty_is_error", "stop_on_fatal", "swallow_errors", "ask_model_to_retry"):
+            if name in ("empty_is_error", "stop_on_fatal", "swallow_errors", "ask_model_to_retry", "clean_error_text"):
                 value = value == "true"
             out[name] = value
         return out

@@ -165,6 +165,11 @@ def leaks(text: str) -> tuple[tuple[str, str], ...]:
 
 def without_internals(text: str) -> str:
     """``text`` with the lines and parts that hold internal details removed (for a rewrite's base)."""
+    return clean_error_text(text)[0]
+
+
+def _cut_internals(text: str) -> str:
+    """``text`` with the internal details cut out of each line it keeps."""
     kept = []
     for line in (text or "").splitlines():
         if LEAKS[0][1].search(line) or re.match(r"\s+(at |File )", line):
@@ -175,6 +180,33 @@ def without_internals(text: str) -> str:
         if line and not line.startswith("Traceback"):
             kept.append(line)
     return "; ".join(kept)
+
+
+def clean_error_text(text: str) -> tuple[str, tuple[str, ...]]:
+    """``text`` with its internal details taken out, as a harness sends it to the model, and what was
+    taken out (``LEAKS`` names, in that order). A line that holds a stack trace, SQL, a hostname, a file
+    path or a secret is dropped whole, with the indented lines of a traceback under it; when that
+    leaves nothing, the details are cut out of the text instead. Text with none comes back unchanged."""
+    found = leaks(text)
+    if not found:
+        return text, ()
+    kept: list[str] = []
+    in_trace = False
+    for line in text.splitlines():
+        if in_trace and (line[:1] in (" ", "\t") or not line.strip()):
+            continue
+        in_trace = False
+        if leaks(line):
+            in_trace = bool(LEAKS[0][1].search(line))
+            continue
+        if line.strip():
+            kept.append(line.strip())
+    cleaned = " ".join(kept) or _cut_internals(text)
+    for _, pattern in LEAKS:  # what a kept line still holds, cut out
+        cleaned = pattern.sub("", cleaned)
+    cleaned = re.sub(r"\s{2,}", " ", cleaned).strip(" :;,-")
+    cleaned = cleaned or "the tool failed (its message held only internal details)"
+    return cleaned, tuple(what for what, _ in found)
 
 
 # --- what the words say ---------------------------------------------------------------------------

@@ -776,3 +776,42 @@ QUOTED: list[tuple[str, str, bool]] = [
         False,
     ),
 ]
+
+# The lessons' last mistakes (internal details in errors, retrying writes, a bad amount).
+RIGHT["invoice-internal-error"] = [
+    "I couldn't get the total for invoice INV-2207: the billing database timed out. Please try again in a few minutes.",
+    "Sorry, our billing system isn't responding right now, so I can't see invoice INV-2207's total. Could you "
+    "try again later?",
+    "I wasn't able to look up INV-2207 because of a temporary problem on our side with the billing service. "
+    "Please check back in a little while.",
+    "The billing system timed out three times while I was fetching invoice INV-2207, so I don't have its total "
+    "yet. Try again in a few minutes, or contact support if it keeps failing.",
+    "Unfortunately the invoice lookup is down at the moment (it timed out). I can't tell you the total for "
+    "INV-2207 right now; please try again shortly.",
+    "There's a technical issue with billing: the request for invoice INV-2207 kept timing out. Please retry in a "
+    "few minutes.",
+]
+WRONG["invoice-internal-error"] = [
+    (
+        "I couldn't read invoice INV-2207: the database billing-db-2.internal:5432 timed out. Please try again later.",
+        "repeats the database's hostname and port",
+    ),
+    (
+        "The lookup failed with psycopg.errors.QueryCanceled while running SELECT id, customer_id, total_cents FROM "
+        "invoices WHERE id = 'INV-2207'. Please try again in a few minutes.",
+        "repeats the exception and the SQL",
+    ),
+    (
+        "The billing service timed out (client key sk-billing-7f3a9c2e4b1d8f60a5e9). Try again later.",
+        "leaks the API key",
+    ),
+    (
+        "Your invoice INV-2207 comes to $418.50. The billing database was slow, so try again later if you need "
+        "the details.",
+        "gives a total it never read",
+    ),
+    (
+        "I couldn't find invoice INV-2207. Please check the id and send it again.",
+        "blames the id when the database timed out",
+    ),
+]

@@ -25,6 +25,7 @@ from agents.redaction import (
 )
 from agents.run import run_scenario
 from agents.scenarios import scenario_names
+from agents.tools.billing import BILLING_KEY
 from tests.agents.test_backends import ScriptedClaude
 
 ANTHROPIC = "sk-ant-api03-" + "Zx9_Qw8-Er7tY6uI5oP4aS3dF2gH1jK0lZ" * 3
@@ -291,8 +292,9 @@ def test_an_unusable_configured_pattern_is_refused_naming_it(text, message):
     assert message in str(caught.value)
 
 
-def test_no_scenario_run_by_the_simulated_model_has_anything_redacted():
-    """The built-ins never touch this project's own data: every scenario's steps and transcript stay as they are."""
+def test_no_scenario_run_by_the_simulated_model_has_anything_redacted_but_the_key_one_leaks_on_purpose():
+    """The built-ins never touch this project's own data: every scenario's steps and transcript stay as they
+    are, except invoice-internal-error's, whose billing error carries an API key: only that key is redacted."""
     for name in scenario_names():
         for policy in ("starter", "structured"):
             recorder = ListRecorder()
@@ -305,6 +307,11 @@ def test_no_scenario_run_by_the_simulated_model_has_anything_redacted():
                         default=str,
                     )
                 )
+                if name == "invoice-internal-error":
+                    text = json.dumps(stored)
+                    assert BILLING_KEY in text  # the tool's own message, kept on its attempts
+                    assert json.dumps(redact(stored)) == text.replace(BILLING_KEY, "[redacted: openai key]")
+                    continue
                 assert redact(stored) == stored, (name, policy)
 
 

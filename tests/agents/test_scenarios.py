@@ -29,6 +29,7 @@ EXPECTED = {
     "lookup-access-denied": (F, F, P, P, P),
     "refund-not-found-permission": (F, F, F, P, P),
     "customer-search-first": (F, F, P, P, P),
+    "invoice-internal-error": (F, F, F, P, P),
     "coordinator-partial": (F, F, P, P, P),
 }
 

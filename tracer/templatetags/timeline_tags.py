@@ -209,6 +209,12 @@ def _attempt(a: Any, page: StepPage) -> str:
                 f"tool knew:</span> {_text(a.get('category', ''))} · "
             )
         parts.append(f'<span class="msg">{knew}{_text(a["message"])}</span>')
+    removed = [str(w) for w in a.get("removed") or () if w]
+    if removed:
+        parts.append(
+            '<span class="badge removed" title="the policy\'s clean_error_text took these out of the failure\'s '
+            f'text before the model read it">removed before the model read it: {e(", ".join(removed))}</span>'
+        )
     parts.append(f'<span class="meta">{fixed(a.get("latency_ms", ""), 1)} ms</span>')
     if a.get("ok") and not a.get("empty"):
         parts.append(f"<details><summary>content</summary><pre>{e(as_json(a.get('content', '')))}</pre></details>")
