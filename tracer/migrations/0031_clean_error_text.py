@@ -43,6 +43,6 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("tracer", "0029_step_repeat_of")]
+    dependencies = [("tracer", "0030_matrixtally_unjudged")]
 
     operations = [migrations.RunPython(forwards, backwards)]
