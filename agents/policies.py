@@ -95,8 +95,8 @@ class Policy(BaseModel):
         return None if value in (0, "0", "", None) else value
 
     def settings(self) -> dict[str, Any]:
-        """The snapshot stored with each run."""
-        return self.model_dump()
+        """The snapshot stored with each run; ``code`` and ``code_sha256`` only for a policy with code."""
+        return self.model_dump(exclude=None if self.code else {"code", "code_sha256"})
 
     @property
     def policy_code(self) -> PolicyCode | None:
