@@ -31,10 +31,20 @@ CHROMIUM_ARGS = [
 USERNAME, PASSWORD = "admin", "a-long-test-password"
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    for item in items:
-        if Path(str(item.fspath)).parent == Path(__file__).parent:
-            item.add_marker(pytest.mark.e2e)
+    """Mark the browser tests and run them last, after pytest-django has put the tests in its order.
+
+    The session's Playwright loop keeps running on the main thread from the first browser test to
+    the end of the session, and ``asyncio.run`` (or ``anyio.run``) refuses to start there: a test run
+    after a browser test that starts an event loop would fail only in the whole suite's order."""
+    here = Path(__file__).parent
+    browser = [item for item in items if Path(str(item.fspath)).parent == here]
+    for item in browser:
+        item.add_marker(pytest.mark.e2e)
+    if browser:
+        last = set(browser)
+        items[:] = [item for item in items if item not in last] + browser
 
 
 @pytest.hookimpl(wrapper=True)
