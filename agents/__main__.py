@@ -26,7 +26,7 @@ from .redaction import Redactor
 from .run import run_scenario
 from .scenarios import registry
 from .trace import PrintRecorder
-from .vocabulary import ModelBackendName, StopReason
+from .vocabulary import JUDGES, MODEL_JUDGE_LABEL, ModelBackendName, StopReason
 
 USAGE_ERROR = 2
 RUN_CRASHED = 1
@@ -61,6 +61,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--cassette", help="a recorded cassette to replay (with --model replay)")
     run.add_argument("--record", help="write this run's model requests and responses to a cassette file")
     run.add_argument("--seed", type=int, default=0, help="seed for the backoff jitter")
+    run.add_argument(
+        "--judge",
+        choices=JUDGES,
+        default="rules",
+        help=f"who judges the run: the scenario's rules (default), or claude: the rules and the {MODEL_JUDGE_LABEL} "
+        "beside them (needs ANTHROPIC_API_KEY; model: RLT_JUDGE_MODEL, else ANTHROPIC_MODEL)",
+    )
     run.add_argument(
         "--time-limit",
         help=f"seconds the run may take; no model call is given longer than what is left of it "
@@ -140,7 +147,13 @@ def run(args: argparse.Namespace, out: TextIO) -> RunResult:
     print(file=out)
     limit = time_limit(args.time_limit)
     result = run_scenario(
-        scenario.name, policy, model=backend, recorder=PrintRecorder(out), seed=args.seed, time_limit_s=limit
+        scenario.name,
+        policy,
+        model=backend,
+        recorder=PrintRecorder(out),
+        seed=args.seed,
+        time_limit_s=limit,
+        judge=args.judge,
     )
     print_findings(result, out)
     if args.record:

@@ -171,10 +171,27 @@ class Verdict:
 
 
 @dataclass
+class ModelVerdict:
+    """The optional model judge's word on a run (``agents.model_judge``), beside the rules' ``Verdict``:
+    ``verdict`` pass or fail with its one-line rationale, or empty with ``error`` saying why there is none."""
+
+    model: str
+    verdict: str = ""  # "pass", "fail", or "" when the model judge could not judge
+    rationale: str = ""
+    error: str = ""
+
+    @property
+    def reason(self) -> str:
+        """The line stored beside the verdict: the rationale, or why there is no verdict."""
+        return self.rationale if self.verdict else f"no verdict: {self.error}"
+
+
+@dataclass
 class RunEnd:
     stop_reason: str  # a StopReason
     final_answer: str | None = None
     verdict: Verdict | None = None
+    model_verdict: ModelVerdict | None = None  # asked only with ``--judge claude``
     error: str | None = None  # the exception (crashed) or the fatal error's message
     guard: str | None = None  # e.g. "3 tool errors in a row" when a guard stopped the run
     api_stop_reason: str | None = None  # the Messages API's stop_reason of the run's last model response
@@ -193,6 +210,8 @@ class RunEnd:
         values = _known_fields(cls, data)
         if isinstance(values.get("verdict"), dict):
             values["verdict"] = Verdict(**_known_fields(Verdict, values["verdict"]))
+        if isinstance(values.get("model_verdict"), dict):
+            values["model_verdict"] = ModelVerdict(**_known_fields(ModelVerdict, values["model_verdict"]))
         values["model_attempts"] = [ModelAttempt.from_dict(a) for a in values.get("model_attempts") or []]
         return cls(**values)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from .diagnosis.lint import clean_error_text
 from .errors import error_json
-from .events import Attempt, Recorder, RunAborted, RunEnd, RunStart, StepEvent, Verdict
+from .events import Attempt, ModelVerdict, Recorder, RunAborted, RunEnd, RunStart, StepEvent, Verdict
 from .llm.base import ModelBackend, ModelClient, ModelError
 from .llm.replay import ReplayMismatch
 from .persona import Persona
@@ -459,8 +459,12 @@ def run_agent(
     recorder: Recorder,
     judge: Callable[[RunResult], Verdict] | None = None,
     nested: bool = False,
+    model_judge: Callable[[RunResult], ModelVerdict] | None = None,
 ) -> RunResult:
     """Run one agent to its end. Never raises for what happens inside the run: a crash is a stop reason.
+
+    ``model_judge`` (``agents.model_judge``), when given, judges the run too once ``judge`` has, its
+    verdict kept beside the rules' one.
 
     A sub-agent (``nested``) whose model cannot be reached, or whose replay no longer matches, ends
     crashed and then raises ``RunAborted`` so that its parent run stops with it.
@@ -508,6 +512,8 @@ def run_agent(
     result = RunResult(start=start, steps=run.steps, end=end, children=session.children[children_before:])
     if judge is not None:
         end.verdict = judge(result)
+        if model_judge is not None:
+            end.model_verdict = model_judge(result)
     recorder.run_finished(end)
     if aborted is not None and nested:
         raise aborted

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .events import ListRecorder, Recorder
+from .events import ListRecorder, ModelVerdict, Recorder
 from .llm.base import ModelBackend, ReplayBackend
 from .llm.registry import make_backend
 from .loop import AgentSpec, RunResult, Session, run_agent
@@ -19,7 +19,7 @@ from .packs import Scenario
 from .persona import Persona
 from .policies import Policy, get_policy
 from .scenarios import get_scenario
-from .vocabulary import ModelBackendName, ToolTransport
+from .vocabulary import JUDGES, ModelBackendName, ToolTransport
 
 
 def run_scenario(
@@ -34,6 +34,7 @@ def run_scenario(
     mcp_server: str = "stdio",
     time_limit_s: float | None = None,
     deadline: float | None = None,
+    judge: str = "rules",
 ) -> RunResult:
     """Run ``scenario`` under ``policy`` with the ``model`` backend, reporting to ``recorder`` as it goes.
 
@@ -49,7 +50,13 @@ def run_scenario(
     (from ``deadline``, a ``time.monotonic()`` value, when given), and a call still failing then ends
     the run ``crashed`` saying so. A replay runs with the seed its cassette was recorded with, so the
     harness's backoff jitter comes out the same.
+
+    ``judge="claude"`` asks the model judge (``agents.model_judge``) as well as the scenario's rules; its
+    verdict goes on the run's end beside theirs. Any other value than ``rules`` or ``claude`` is a
+    ``ValueError``.
     """
+    if judge not in JUDGES:
+        raise ValueError(f"judge: expected one of {', '.join(JUDGES)}; got {judge!r}")
     found = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
     chosen = policy if isinstance(policy, Policy) else get_policy(policy)
     backend = model if isinstance(model, ModelBackend) else make_backend(model, cassette=cassette, record_to=record_to)
@@ -59,9 +66,16 @@ def run_scenario(
     session = Session(
         backend=backend, policy=chosen, recorder=recorder, seed=seed, deadline=deadline, time_limit_s=time_limit_s
     )
+    second = None
+    if judge == "claude":
+        from .model_judge import model_judge
+
+        def second(result: RunResult) -> ModelVerdict:
+            return model_judge(found, result)
+
     try:
         if chosen.tool_transport == ToolTransport.MCP:
-            return _run_over_mcp(found, chosen, session, recorder, mcp_server)
+            return _run_over_mcp(found, chosen, session, recorder, mcp_server, second)
         prepared = found.prepare(session)
         spec = AgentSpec(
             scenario=found.name,
@@ -70,12 +84,16 @@ def run_scenario(
             toolbox=prepared.toolbox,
             persona=prepared.persona,
         )
-        return run_agent(spec, policy=chosen, session=session, recorder=recorder, judge=prepared.judge)
+        return run_agent(
+            spec, policy=chosen, session=session, recorder=recorder, judge=prepared.judge, model_judge=second
+        )
     finally:
         backend.close(scenario=found.name, policy=chosen.name, seed=seed)
 
 
-def _run_over_mcp(scenario: Scenario, policy: Policy, session: Session, recorder: Recorder, server: str) -> RunResult:
+def _run_over_mcp(
+    scenario: Scenario, policy: Policy, session: Session, recorder: Recorder, server: str, model_judge: Any = None
+) -> RunResult:
     """The run with its tools on an MCP server: the world, and so the judge, live in the server."""
     from .mcp_client import mcp_toolbox  # loads the mcp SDK only for a run that uses it
 
@@ -87,4 +105,6 @@ def _run_over_mcp(scenario: Scenario, policy: Policy, session: Session, recorder
             toolbox=toolbox,
             persona=replace(scenario.persona or Persona(), opening=scenario.opening),
         )
-        return run_agent(spec, policy=policy, session=session, recorder=recorder, judge=toolbox.judge)
+        return run_agent(
+            spec, policy=policy, session=session, recorder=recorder, judge=toolbox.judge, model_judge=model_judge
+        )

@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 from .events import Attempt, ModelAttempt, RunEnd, RunStart, StepEvent, is_model_retry
 from .redaction import Redactor
-from .vocabulary import ErrorCategory, StepKind, StopReason
+from .vocabulary import MODEL_JUDGE_LABEL, ErrorCategory, StepKind, StopReason
 
 
 def readable(content: Any) -> str:
@@ -135,6 +135,14 @@ def format_end(end: RunEnd) -> str:
         lines.append(f"error: {end.error}")
     if end.verdict is not None:
         lines.append(f"verdict: {'PASS' if end.verdict.passed else 'FAIL'}: {end.verdict.reason}")
+    if end.model_verdict is not None:
+        said = end.model_verdict
+        word = said.verdict.upper() if said.verdict else "none"
+        line = f"{MODEL_JUDGE_LABEL}, {said.model}: {word}: {said.reason}"
+        rules = "pass" if end.verdict is not None and end.verdict.passed else "fail"
+        if said.verdict and end.verdict is not None and said.verdict != rules:
+            line += f" (disagrees with the rules' {rules.upper()}: the run goes to review)"
+        lines.append(line)
     return "\n".join(lines)
 
 

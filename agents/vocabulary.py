@@ -97,6 +97,9 @@ class ModelBackendName(StrEnum):
 # for when ``ANTHROPIC_MODEL`` is unset.
 SIMULATED_MODEL_NAME = "simulated-rules-1"
 CLAUDE_DEFAULT_MODEL = "claude-haiku-4-5"
+# Who judges a run: the scenario's rules always; ``claude`` adds the model judge (``agents.model_judge``).
+JUDGES = ("rules", "claude")
+MODEL_JUDGE_LABEL = "model judge (Claude)"
 
 
 class ToolTransport(StrEnum):

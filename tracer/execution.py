@@ -240,6 +240,7 @@ def _run_held(
                 # Every model call gets only what is left of the run's time (issue 11).
                 time_limit_s=settings.RLT_RUN_TIME_LIMIT_S,
                 deadline=recorder.deadline,
+                judge=run.judge or "rules",
             )
         except ValueError as exc:  # the agent core could not start it: unknown scenario, bad policy or cassette
             logger.warning("run %s could not start: %s", run_id, exc)

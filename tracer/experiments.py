@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.policies import PolicyError, policy_from_dict
-from agents.vocabulary import ModelBackendName
+from agents.vocabulary import JUDGES, ModelBackendName
 
 from . import delivery
 from .models import Experiment, PolicyVariant, Run
@@ -89,8 +89,10 @@ def run_create(
     policy: PolicyVariant,
     model_backend: str = ModelBackendName.SIMULATED,
     experiment: Experiment | None = None,
+    judge: str = "rules",
 ) -> Run:
-    """A queued run of ``scenario`` under ``policy``, with a snapshot of the policy's settings."""
+    """A queued run of ``scenario`` under ``policy``, with a snapshot of the policy's settings; with
+    ``judge="claude"`` the model judge judges it too (``agents.model_judge``)."""
     model_name = settings.ANTHROPIC_MODEL if model_backend == ModelBackendName.CLAUDE else ""
     return Run.objects.create(
         experiment=experiment,
@@ -101,6 +103,7 @@ def run_create(
         model_backend=model_backend,
         model_name=model_name,
         status=Run.Status.QUEUED,
+        judge=judge if judge != "rules" else None,
     )
 
 
@@ -113,12 +116,14 @@ def experiment_launch(
     user=None,
     name: str = "",
     step_delay_s: float | None = None,
+    judge: str = "rules",
 ) -> Experiment:
     """Create an experiment with one queued run per scenario × policy × repeat and enqueue them.
 
     ``step_delay_s`` is its pace: the seconds a worker pauses after each step of its runs, from 0 to
     ``STEP_DELAY_MAX_S``, so a person can watch steps arrive; None leaves it to the worker's
-    ``RLT_STEP_DELAY_S``.
+    ``RLT_STEP_DELAY_S``. ``judge``: ``rules`` (the scenarios' rules alone) or ``claude`` (the model judge
+    too, beside them; its calls need ``ANTHROPIC_API_KEY`` in the workers' environment).
 
     Raises ``ValidationError`` whose ``message_dict`` names each invalid field and what is expected,
     or (under ``NON_FIELD_ERRORS``) that the task broker is not reachable; then nothing is written.
@@ -136,6 +141,8 @@ def experiment_launch(
     backend_errors = model_backend_errors(model_backend=model_backend, allowed=EXPERIMENT_BACKENDS)
     if backend_errors:
         errors["model_backend"] = backend_errors
+    if judge not in JUDGES:
+        errors["judge"] = [f"expected one of {', '.join(JUDGES)}, got {judge!r}"]
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
         errors["repeats"] = [f"expected a whole number from 1 to {MAX_REPEATS}, got {repeats!r}"]
     if not isinstance(name, str) or len(name) > 200:
@@ -186,6 +193,7 @@ def experiment_launch(
                             policy=variants[policy_name],
                             model_backend=model_backend,
                             experiment=experiment,
+                            judge=judge,
                         )
                     )
         # Sent once this commits: the sweep sends a run again if no worker has taken it a while later.

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from agents.diagnosis.kinds import KINDS
 from agents.policies import PRESETS, RETRY_FLAG_PATHS
 from agents.policy_code import module_paths as policy_module_paths
-from agents.vocabulary import ErrorFormat, ModelBackendName, RetryRule, ToolTransport
+from agents.vocabulary import MODEL_JUDGE_LABEL, ErrorFormat, ModelBackendName, RetryRule, ToolTransport
 
 from .experiments import STEP_DELAY_MAX_S
 from .json_input import BoundedJSONDecoder, JsonTooDeep, too_deep
@@ -353,7 +353,8 @@ class StopFilterForm(forms.Form):
         required=False,
         label="stop",
         choices=BLANK
-        + [(v, Run.StopReason(v).label) for v in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)],
+        + [(v, Run.StopReason(v).label) for v in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)]
+        + [("judges_disagree", f"the rules and the {MODEL_JUDGE_LABEL} disagree")],
     )
 
     def __init__(self, *args: Any, policies: list[str], experiments: list[Any], **kwargs: Any) -> None:
@@ -399,6 +400,16 @@ class LaunchForm(forms.Form):
         },
         help_text="seconds a worker waits after each step, to watch the runs arrive; empty: the worker's own",
     )
+    judge = forms.ChoiceField(
+        required=False,
+        initial="rules",
+        choices=[("rules", "the scenario's rules"), ("claude", f"the rules and the {MODEL_JUDGE_LABEL}")],
+        help_text="the model judge asks Claude for a second verdict beside the rules' (needs ANTHROPIC_API_KEY); "
+        "where the two disagree the run goes to the review queue",
+    )
+
+    def clean_judge(self) -> str:
+        return self.cleaned_data.get("judge") or "rules"
 
     def __init__(
         self,

@@ -152,6 +152,16 @@ class Run(models.Model):
     guard = models.CharField(max_length=200, blank=True)  # which guard stopped it, e.g. "3 tool errors in a row"
     verdict = models.CharField(max_length=4, choices=Verdict.choices, blank=True)  # blank: unjudged
     verdict_reason = models.TextField(blank=True)
+    # The optional model judge (``agents.model_judge``, asked with ``--judge claude``), beside the rules'
+    # verdict, never instead of it. ``judge`` is who was asked to judge (NULL or "rules": the rules alone;
+    # "claude": the model judge too); ``model_verdict`` its pass or fail (blank: it could not judge, and
+    # ``model_verdict_reason`` says why), ``model_verdict_reason`` its one-line rationale with the model;
+    # ``judges_disagree`` both judged and differ, which puts the run in the review queue. Nullable
+    # without defaults so that SQLite adds them without rebuilding tracer_run.
+    judge = models.CharField(max_length=10, null=True, blank=True)  # noqa: DJ001 (NULL: the rules alone)
+    model_verdict = models.CharField(max_length=4, null=True, blank=True)  # noqa: DJ001 (NULL: not asked)
+    model_verdict_reason = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL: not asked)
+    judges_disagree = models.BooleanField(null=True, blank=True)
     final_answer = models.TextField(blank=True)
     error = models.TextField(blank=True)  # exception (crashed) or fatal error message
     transcript = models.JSONField(default=list, blank=True)  # raw Messages API exchange
@@ -261,6 +271,10 @@ class Run(models.Model):
                 name="run_stop_unsigned_idx",
             ),
             models.Index(fields=["verdict", "-created_at", "-id"], name="run_verdict_created_idx"),
+            # The review queue's runs whose two judges disagree (few).
+            models.Index(
+                fields=["-created_at", "-id"], condition=models.Q(judges_disagree=True), name="run_disagree_idx"
+            ),
             models.Index(fields=["model_backend", "-created_at", "-id"], name="run_backend_created_idx"),
             models.Index(fields=["status", "-created_at", "-id"], name="run_status_created_idx"),
             # A starting worker and ``interrupt_stale --worker`` look for one name's running runs.
@@ -322,6 +336,11 @@ class Run(models.Model):
     @property
     def is_guard_stop(self) -> bool:
         return self.stop_reason in self.GUARD_STOPS
+
+    @property
+    def model_judged(self) -> bool:
+        """The model judge was asked (whether or not it came to a verdict)."""
+        return self.model_verdict is not None
 
     @property
     def duration_s(self) -> float | None:

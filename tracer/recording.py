@@ -589,6 +589,21 @@ def _end_fields(*, end: RunEnd, finished_at: datetime | None) -> dict[str, Any]:
         "transcript": _jsonable(end.transcript or []),
         "finished_at": finished_at or timezone.now(),
         "failed_model_call": _jsonable([a.to_dict() for a in end.model_attempts]),
+        **_model_verdict_fields(end=end, verdict=verdict),
+    }
+
+
+def _model_verdict_fields(*, end: RunEnd, verdict: str) -> dict[str, Any]:
+    """The model judge's columns, when it was asked: its verdict (blank when it could not judge), the
+    rationale or why there is none, with the model; whether it disagrees with the rules' ``verdict``."""
+    said = end.model_verdict
+    if said is None:
+        return {}
+    mine = said.verdict if said.verdict in Run.Verdict.values else ""
+    return {
+        "model_verdict": mine,
+        "model_verdict_reason": redact_text(f"{said.model}: {said.reason}")[:2000],
+        "judges_disagree": bool(mine and verdict and mine != verdict),
     }
 
 

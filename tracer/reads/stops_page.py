@@ -100,9 +100,20 @@ UNSIGNED_GUARD_STOP = RawSQL(
 )
 
 
+# The queue's kind for runs whose two judges (the rules and the model judge) disagree.
+JUDGES_DISAGREE = "judges_disagree"
+IN_QUEUE = Q(stop_reason__in=GUARD_STOPS) | Q(judges_disagree=True)
+
+
 def stops_filtered(*, policy: str = "", experiment_id: int | None = None, stop_reason: str = "") -> QuerySet[Run]:
-    """Guard stops, narrowed to a policy, an experiment and one kind of stop when given."""
-    stops = Run.objects.filter(stop_reason__in=[stop_reason] if stop_reason else GUARD_STOPS)
+    """The review queue: guard stops and runs whose two judges disagree, narrowed to a policy, an
+    experiment and one kind (a stop reason, or ``JUDGES_DISAGREE``) when given."""
+    if stop_reason == JUDGES_DISAGREE:
+        stops = Run.objects.filter(judges_disagree=True)
+    elif stop_reason:
+        stops = Run.objects.filter(stop_reason=stop_reason)
+    else:
+        stops = Run.objects.filter(IN_QUEUE)
     if policy:
         stops = stops.filter(policy_name=policy)
     if experiment_id:
@@ -142,7 +153,7 @@ def stop_queue(*, state: str = "unreviewed", **filters: Any) -> QuerySet[Run]:
 
 def stop_filter_values() -> dict[str, list]:
     """The stop queue's filter choices: policies and experiments that have guard stops (two queries)."""
-    stops = Run.objects.filter(stop_reason__in=GUARD_STOPS).order_by()
+    stops = Run.objects.filter(IN_QUEUE).order_by()
     policies = sorted(p for p in stops.values_list("policy_name", flat=True).distinct() if p)
     experiment_ids = stops.filter(experiment__isnull=False).values("experiment_id")
     experiments = list(Experiment.objects.filter(id__in=experiment_ids).order_by("-created_at", "-id"))

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from agents.llm.replay import Cassette
 from agents.trace import PrintRecorder
-from agents.vocabulary import ModelBackendName
+from agents.vocabulary import JUDGES, MODEL_JUDGE_LABEL, ModelBackendName
 from tracer.execution import run_execute
 from tracer.experiments import model_backend_errors, run_create
 from tracer.models import PolicyVariant, Run
@@ -49,6 +49,12 @@ class Command(BaseCommand):
         parser.add_argument("--model", default=ModelBackendName.SIMULATED, help=", ".join(ModelBackendName))
         parser.add_argument("--cassette", help="the recorded cassette to replay (with --model replay)")
         parser.add_argument("--record", help="also record the model exchange to this cassette file")
+        parser.add_argument(
+            "--judge",
+            choices=JUDGES,
+            default="rules",
+            help=f"the scenario's rules (default), or claude: the rules and the {MODEL_JUDGE_LABEL} beside them",
+        )
 
     def handle(self, *args, **opts):
         from agents.scenarios import scenario_names
@@ -76,7 +82,7 @@ class Command(BaseCommand):
         if errors:
             raise CommandError("\n".join(errors))
 
-        run = run_create(scenario=opts["scenario"], policy=policy, model_backend=opts["model"])
+        run = run_create(scenario=opts["scenario"], policy=policy, model_backend=opts["model"], judge=opts["judge"])
         run = run_execute(
             run_id=run.pk,
             cassette=opts["cassette"],
