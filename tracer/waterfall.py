@@ -6,7 +6,9 @@ its tool attempts, each after the backoff the harness waited before it. Time is 
 stretch it. A step that repeats the one before it exactly (same tool, same input, the same failure sent
 back to the model) is folded into one row after the first, "7 more identical failing calls", so a stuck
 run reads at a glance. ``templates/tracer/includes/waterfall.html`` draws it; geometry is in SVG user
-units of a ``WIDTH``-wide view box, readable down to an 800 px window.
+units of a ``WIDTH``-wide view box, readable down to an 800 px window. On a phone the page shows the
+same rows stacked instead (``narrow_svg``): each row's label on a line of its own above its bar, in a
+``NARROW_WIDTH``-wide view box that a 390 px screen draws at about its own size.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ MIN_BAR = 1.5  # an attempt too short to see still shows as a tick
 MAX_ROWS = 50  # rows drawn; a longer run says how many steps are left out
 MAX_STEPS = 1000  # steps asked for; reading stops once the rows are full
 LABEL_CHARS = 30
+NARROW_WIDTH = 360  # the stacked picture: label above bar, the bar across the whole width
+NARROW_X = 4
+NARROW_W = NARROW_WIDTH - 2 * NARROW_X
+NARROW_ROW_H = 30
 
 
 def seconds_text(value: float) -> str:
@@ -181,8 +187,64 @@ class Waterfall:
         rows = "".join(self._row_svg(row) for row in self.rows)
         label = escape(f"Waterfall of the run: {self.summary}")
         return mark_safe(  # every text escaped above and in _row_svg
-            f'<svg class="waterfall" viewBox="0 0 {self.width} {self.height}" role="group" aria-label="{label}">'
+            f'<svg class="waterfall wide" viewBox="0 0 {self.width} {self.height}" role="group" aria-label="{label}">'
             f"{ticks}{rows}</svg>"
+        )
+
+    def _narrow_x(self, x: float) -> float:
+        """A position on the wide picture's time axis, on the stacked picture's."""
+        return round(NARROW_X + (x - self.plot_x) * NARROW_W / self.plot_w, 1)
+
+    @property
+    def narrow_height(self) -> int:
+        return TOP + NARROW_ROW_H * len(self.rows) + 4
+
+    @property
+    def narrow_svg(self) -> SafeString:
+        """The same picture with its rows stacked, for a phone (app.css shows one of the two): each row's
+        label and duration on a line, its bar under them across the whole width. Escaped as ``svg``."""
+        height = self.narrow_height
+        ticks = "".join(
+            f'<line class="tick" x1="{self._narrow_x(t.x)}" x2="{self._narrow_x(t.x)}" y1="16" y2="{height}"/>'
+            f'<text class="axis" x="{self._narrow_x(t.x)}" y="12" text-anchor="{"start" if i == 0 else "middle"}">'
+            f"{escape(t.text)}</text>"
+            for i, t in enumerate(self.ticks)
+            if i == 0 or self._narrow_x(t.x) < NARROW_WIDTH - 24  # the last mark's text would leave the frame
+        )
+        rows = "".join(self._narrow_row_svg(row, TOP + NARROW_ROW_H * i) for i, row in enumerate(self.rows))
+        label = escape(f"Waterfall of the run: {self.summary}")
+        return mark_safe(  # every text escaped above and in _narrow_row_svg
+            f'<svg class="waterfall narrow" viewBox="0 0 {NARROW_WIDTH} {height}" role="group" aria-label="{label}">'
+            f"{ticks}{rows}</svg>"
+        )
+
+    def _narrow_row_svg(self, row: Row, y: int) -> str:
+        text_y, bar_y = y + 11, y + 15
+        mid = bar_y + self.bar_h / 2
+        parts = []
+        for seg in row.segments:
+            title = escape(seg.title)
+            x, end = self._narrow_x(seg.x), self._narrow_x(seg.x + seg.width)
+            if seg.kind == "wait":
+                parts.append(
+                    f'<line class="wait" x1="{x}" x2="{end}" y1="{mid}" y2="{mid}"><title>{title}</title></line>'
+                )
+            else:
+                width = max(round(end - x, 1), MIN_BAR)
+                parts.append(
+                    f'<rect class="seg {seg.kind}" x="{x}" y="{bar_y}" width="{width}" height="{self.bar_h}">'
+                    f"<title>{title}</title></rect>"
+                )
+        classes = "row" + (" folded" if row.folded else "") + (" failed" if row.failed else "")
+        summary = row.summary_html
+        return (
+            f'<g class="{classes}" role="img" aria-label="{summary}" data-steps="{row.first}-{row.last}">'
+            f"<title>{summary}</title>"
+            f'<text class="label" x="{NARROW_X}" y="{text_y}">{escape(row.label)}</text>'
+            f'<text class="figure" x="{NARROW_WIDTH - NARROW_X}" y="{text_y}" text-anchor="end">'
+            f"{escape(row.duration_text)}</text>"
+            f"{''.join(parts)}"
+            "</g>"
         )
 
     def _row_svg(self, row: Row) -> str:

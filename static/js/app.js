@@ -235,3 +235,42 @@ function showLinkedStep() {
 }
 document.addEventListener("DOMContentLoaded", showLinkedStep);
 window.addEventListener("hashchange", showLinkedStep);
+
+// [data-menu-toggle] (base.html): on a narrow screen (app.css) the navigation folds behind this button,
+// which opens and closes it; .menu-ready says this file is here to open it, so without it the
+// navigation stays in view.
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("[data-menu-toggle]").forEach((button) => button.closest(".top")?.classList.add("menu-ready"));
+});
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-menu-toggle]");
+  if (!button) return;
+  const open = button.closest(".top").classList.toggle("menu-open");
+  button.setAttribute("aria-expanded", String(open));
+});
+
+// details[data-fold-narrow] (the runs list's filters): open on a wide screen, folded on a phone, its
+// summary saying how many filters are set ([data-fold-count]).
+const narrowScreen = window.matchMedia("(max-width: 640px)");
+function filtersSet(form) {
+  return [...form.elements].filter((el) => {
+    if (!el.name || el.type === "hidden" || el.type === "submit" || el.tagName === "BUTTON") return false;
+    return el.type === "checkbox" || el.type === "radio" ? el.checked : el.value !== "";
+  }).length;
+}
+function foldFilters(initial) {
+  document.querySelectorAll("details[data-fold-narrow]").forEach((fold) => {
+    if (initial) fold.open = !narrowScreen.matches;
+    const form = fold.querySelector("form");
+    const count = fold.querySelector("[data-fold-count]");
+    if (!form || !count) return;
+    const set = filtersSet(form);
+    count.textContent = set ? ` · ${set} set` : "";
+  });
+}
+document.addEventListener("DOMContentLoaded", () => foldFilters(true));
+document.addEventListener("change", (event) => {
+  if (event.target.closest("details[data-fold-narrow]")) foldFilters(false);
+});
+narrowScreen.addEventListener("change", () => foldFilters(true));
+

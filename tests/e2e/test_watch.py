@@ -59,7 +59,7 @@ def test_launch_with_a_pace_and_watch_the_steps_arrive_one_by_one(watched, worke
     expect(page.locator("#run-status .live")).to_contain_text("Paced: 1.2 s after each step")
 
     # Open the transcript while the run runs: it must stay open when the run's end replaces it.
-    page.locator("#run-transcript summary").click()
+    page.locator("#run-transcript > summary").click()
     expect(page.locator("#run-transcript")).to_have_attribute("open", "")
 
     # The steps arrive one by one, and each newest one is scrolled into view.
@@ -71,7 +71,7 @@ def test_launch_with_a_pace_and_watch_the_steps_arrive_one_by_one(watched, worke
         expect(page.locator(STEPS).last).to_be_in_viewport()
     assert seen == [1, 2, 3, 4], f"steps arrived in bunches, not one by one: {seen}"
     # The picture redrew itself as they came: the repeats of the stuck call are folded already.
-    expect(page.locator("#run-waterfall svg text.label").nth(1)).to_have_text(
+    expect(page.locator("#run-waterfall svg.wide text.label").nth(1)).to_have_text(
         re.compile(r"^[3-9] more identical failing calls$")
     )
     expect(page.locator("#run-status")).to_contain_text("so far")  # a running run's duration
@@ -98,8 +98,8 @@ def test_launch_with_a_pace_and_watch_the_steps_arrive_one_by_one(watched, worke
     expect(page.locator("#step-poll")).to_have_count(0)
     assert page.evaluate("window.notReloaded") is True
     expect(page.locator("#run-transcript")).to_have_attribute("open", "")
-    expect(page.locator("#run-transcript pre")).to_be_visible()
-    expect(page.locator("#run-transcript pre")).to_contain_text('"role": "assistant"')
+    expect(page.locator("#run-transcript .json-tree")).to_be_visible()
+    expect(page.locator("#run-transcript .json-tree")).to_contain_text('"role": "assistant"')
     # ... and the review form came with the end: a review is saved without a reload.
     review = page.locator("section.review")
     review.get_by_label("model stuck").check()
@@ -112,13 +112,13 @@ def test_launch_with_a_pace_and_watch_the_steps_arrive_one_by_one(watched, worke
     # The picture: identical failing calls folded, each row's duration as the steps recorded it.
     run = Run.objects.get(scenario="stuck-model")
     picture = run_waterfall(run=run)
-    rows = page.locator("#run-waterfall svg g.row")
+    rows = page.locator("#run-waterfall svg.wide g.row")
     expect(rows).to_have_count(len(picture.rows))
     assert any(r.folded for r in picture.rows), "the stuck run's repeats are folded"
-    expect(page.locator("#run-waterfall svg text.label")).to_contain_text(
+    expect(page.locator("#run-waterfall svg.wide text.label")).to_contain_text(
         [r.label for r in picture.rows if r.folded][:1]
     )
-    expect(page.locator("#run-waterfall svg text.figure")).to_have_text([r.duration_text for r in picture.rows])
+    expect(page.locator("#run-waterfall svg.wide text.figure")).to_have_text([r.duration_text for r in picture.rows])
     first_attempts = run.steps.get(index=1).attempts
     gaps = [a["backoff_s"] for a in first_attempts if a["backoff_s"]]
     if gaps:
@@ -152,13 +152,13 @@ def test_sub_agents_sit_under_their_step_and_the_picture_reads_at_800_px(watched
     )
 
     # The picture fits the 800 px window, its words are legible, and its text alternative opens.
-    svg = page.locator("#run-waterfall svg")
+    svg = page.locator("#run-waterfall svg.wide")
     box = svg.bounding_box()
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 800
-    label_size = page.locator("#run-waterfall svg text.label").first.bounding_box()
+    label_size = page.locator("#run-waterfall svg.wide text.label").first.bounding_box()
     assert label_size is not None and label_size["height"] >= 9, "row labels are readable at 800 px"
     assert page.evaluate("document.documentElement.scrollWidth") <= 800
     page.locator("#waterfall-text summary").click()
     expect(page.locator("#waterfall-text li").first).to_contain_text("step 1")
-    expect(page.locator("#waterfall-text li")).to_have_count(page.locator("#run-waterfall svg g.row").count())
+    expect(page.locator("#waterfall-text li")).to_have_count(page.locator("#run-waterfall svg.wide g.row").count())
     assert violations(page, console) == []

@@ -150,7 +150,7 @@ def test_the_run_page_draws_its_waterfall_with_durations_gaps_and_folded_repeats
     run = RunFactory(step_count=10)
     steps_add(run, [flaky(1), *(flaky(i) for i in range(2, 9)), flaky(9, order="<b>0999</b>"), final_step(10)])
     doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
-    svg = doc.one("#run-waterfall svg")
+    svg = doc.one("#run-waterfall svg.wide")
     rows = svg.select("g.row")
     assert [r["aria-label"].split(";")[0] for r in rows] == [
         "step 1 lookup_order",
@@ -195,7 +195,7 @@ def test_a_tool_name_from_a_trace_is_drawn_as_text(admin_client):
     run = RunFactory(step_count=1, source=Run.Source.IMPORT)
     steps_add(run, [tool_step(1, [ok_attempt(1)], tool='<img src=x onerror="alert(1)">')])
     response = admin_client.get(reverse("tracer:run", args=[run.pk]))
-    svg = page(response).one("#run-waterfall svg")
+    svg = page(response).one("#run-waterfall svg.wide")
     assert svg.select("img") == [] and b"<img src=x" not in response.content
     assert svg.one("g.row")["aria-label"].startswith('step 1 <img src=x onerror="alert(1)">')
 
@@ -217,7 +217,7 @@ def test_the_waterfall_redraws_itself_while_the_run_runs_and_stops_when_it_ended
     fragment = page(response)
     assert [e["id"] for e in fragment.elements] == ["run-waterfall"]
     assert fragment.elements[0].get("hx-trigger") is None
-    assert len(fragment.select("g.row")) == 2
+    assert len(fragment.select("svg.wide g.row")) == 2
     assert "HX-Target" in response["Vary"]
 
 
