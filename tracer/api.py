@@ -81,6 +81,12 @@ class TracerApi(NinjaAPI):
         return NinjaValidationError(errors)
 
 
+class ApiDocs(Swagger):
+    """django-ninja's Swagger UI page, with a bar that leads back to the dashboard."""
+
+    template = "tracer/api_docs.html"
+
+
 api = TracerApi(
     title="Repair Loop Tracer API",
     version="1",
@@ -95,7 +101,7 @@ api = TracerApi(
     parser=StrictJsonParser(),
     # Swagger UI at /api/docs from this site's static files ("ninja" in INSTALLED_APPS), no CDN; under
     # the CSP it needs one thing more, the data: images of its stylesheet (its select arrows).
-    docs=Swagger(settings={"persistAuthorization": False}),
+    docs=ApiDocs(settings={"persistAuthorization": False}),
     docs_url="/docs",
     docs_decorator=csp_update({"img-src": "data:"}),
 )

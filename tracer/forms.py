@@ -463,8 +463,11 @@ class ImportForm(forms.Form):
     """Files to import (run documents, JSON Lines batches, Messages transcripts) and the labels that
     make their runs comparable with others of the same task."""
 
+    # An empty file is taken (not refused by the field, which would refuse the whole upload): its
+    # report says it is empty, and the other files import.
     files = MultipleFileField(
         label="files",
+        allow_empty_file=True,
         help_text=f".json (a run document, a transcript, or a list of them) or .jsonl; at most {IMPORT_MAX_FILE_MB} MB",
         widget=MultipleFileInput(attrs={"accept": ".json,.jsonl,.ndjson,application/json"}),
     )

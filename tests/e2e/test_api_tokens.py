@@ -108,3 +108,16 @@ def test_the_api_docs_page_works_under_the_csp(page: Page, live_server, user):
     page.get_by_role("button", name="Execute").click()
     expect(page.locator(".responses-wrapper .live-responses-table")).to_contain_text("200")
     assert [*page.evaluate("window.cspViolations"), *console] == []
+
+
+def test_the_api_docs_page_leads_back_to_the_dashboard(signed_in: Page, live_server):
+    page = signed_in
+    for size in ({"width": 1400, "height": 900}, {"width": 390, "height": 844}):
+        page.set_viewport_size(size)
+        page.goto(f"{live_server.url}/api/docs")
+        expect(page.get_by_text("Repair Loop Tracer API")).to_be_visible()
+        page.get_by_role("link", name="Back to the dashboard").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Runs")
+    page.goto(f"{live_server.url}/api/docs")
+    page.get_by_role("navigation", name="Dashboard").get_by_role("link", name="API tokens").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("API tokens")

@@ -52,3 +52,27 @@ def test_two_uploaded_transcripts_import_and_compare_where_they_split(signed_in:
     page.get_by_role("link", name="compare", exact=True).click()  # the run's, not the navigation's Compare
     expect(page.locator(".split-summary")).to_contain_text("split at aligned step 1, attempt 2")
     assert page.evaluate("window.cspViolations") == []
+
+
+def test_an_upload_with_an_empty_file_imports_the_others_and_names_the_empty_one(
+    signed_in: Page, live_server, tmp_path
+):
+    page = signed_in
+    page.add_init_script(LISTEN)
+    good = tmp_path / "starter.json"
+    good.write_text(json.dumps(starter_transcript()))
+    empty = tmp_path / "nothing-here.json"
+    empty.write_text("")
+    for size in ({"width": 1400, "height": 900}, {"width": 390, "height": 844}):
+        page.set_viewport_size(size)
+        page.goto(f"{live_server.url}/import/")
+        page.get_by_label("Files").set_input_files([str(good), str(empty)])
+        page.get_by_role("button", name="Import").click()
+        report = page.locator("#import-report")
+        expect(report.locator(".file-report")).to_have_count(2)
+        expect(report.locator(".file-report", has_text="nothing-here.json")).to_contain_text("the file is empty")
+        imported = report.locator(".file-report", has_text="starter.json")
+        expect(imported).to_contain_text("1 imported")
+        expect(imported.get_by_role("link", name="run #")).to_have_count(1)
+    assert Run.objects.filter(source_detail="starter.json").count() == 2
+    assert page.evaluate("window.cspViolations") == []

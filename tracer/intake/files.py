@@ -275,6 +275,8 @@ def file_items(*, name: str, data: bytes) -> tuple[list[tuple[str, Any]], list[I
     """Split a file into (where, decoded JSON) items: a ``.jsonl`` / ``.ndjson`` file or several JSON
     values one per line → one item per non-blank line; a JSON array → one per element; a JSON object
     → one item. Items that cannot be decoded come back as refused reports."""
+    if not data.strip():
+        return [], [ItemReport(where="", errors=[{"path": "", "message": "the file is empty"}])]
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -244,7 +244,8 @@ def test_a_file_labels_every_run_with_the_scenario_and_policy_given():
     [
         (b"\xff\xfe", "not UTF-8"),
         (b'{"format": "rlt.run/1", "steps": [', "malformed JSON at line 1"),
-        (b"", "malformed JSON"),
+        (b"", "the file is empty"),
+        (b" \n\n", "the file is empty"),
         (b"[1]", "expected a run document"),
         (b'{"hello": 1}', 'a JSON object with "format"'),
     ],
