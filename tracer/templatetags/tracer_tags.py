@@ -22,6 +22,7 @@ from django.utils.timezone import get_current_timezone
 
 from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
+from tracer.json_tree import json_tree as _json_tree
 from tracer.models import Run
 from tracer.waterfall import seconds_text
 
@@ -41,6 +42,12 @@ def as_json(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=str).decode()
     except TypeError:
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def json_tree(value: Any) -> SafeString:
+    """A JSON value as a collapsible, escaped and bounded tree (``tracer.json_tree``)."""
+    return _json_tree(value)
 
 
 @register.filter
