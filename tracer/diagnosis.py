@@ -151,12 +151,46 @@ def _json_rows(qs, fields: Sequence[str], json_fields: Sequence[str]) -> list[di
     return rows
 
 
+_STEP_BOOLEANS = ("is_error", "retryable")
+
+
+def _step_rows(run_ids: list[int]) -> list[dict[str, Any]]:
+    """The steps of these runs in order, as ``_json_rows`` gives them, read with one cursor: the most
+    rows diagnosis reads, which Django's per-value converters would each go through."""
+    if not run_ids:
+        return []
+    quote = connection.ops.quote_name
+    cast = "CAST({} AS text)" if connection.vendor == "postgresql" else "{}"
+    columns = ", ".join(
+        (cast if f in _STEP_JSON else "{}").format(quote(Step._meta.get_field(f).column)) for f in STEP_FIELDS
+    )
+    table = quote(Step._meta.db_table)
+    rows = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(run_ids), 500):
+            chunk = run_ids[start : start + 500]
+            cursor.execute(
+                f"SELECT {columns} FROM {table} WHERE {quote('run_id')} IN ({', '.join(['%s'] * len(chunk))}) "
+                f"ORDER BY {quote('run_id')}, {quote('index')}",
+                chunk,
+            )
+            for values in cursor.fetchall():
+                row = dict(zip(STEP_FIELDS, values, strict=True))
+                for name in _STEP_JSON:
+                    text = row[name]
+                    row[name] = None if text is None else orjson.loads(text)
+                for name in _STEP_BOOLEANS:  # SQLite's 0 and 1
+                    if row[name] is not None:
+                        row[name] = bool(row[name])
+                rows.append(row)
+    return rows
+
+
 def runs_stored(run_ids: Sequence[int]) -> list[Stored]:
     """The runs ``run_ids``, read in two queries (their rows, then all their steps)."""
     rows = _json_rows(Run.objects.filter(pk__in=list(run_ids)), _RUN_FIELDS, _RUN_JSON)
     steps: dict[int, list[StepEvent]] = defaultdict(list)
-    ordered = Step.objects.filter(run_id__in=[r["id"] for r in rows]).order_by("run_id", "index")
-    for step in _json_rows(ordered, STEP_FIELDS, _STEP_JSON):
+    for step in _step_rows([r["id"] for r in rows]):
         steps[step["run_id"]].append(step_event(step))
     out = []
     for row in rows:
@@ -237,7 +271,8 @@ class TemplateSeen:
     call: Call
     trace: Trace
 
-    def row(self) -> MessageTemplate:
+    def row(self) -> dict[str, Any]:
+        """The ``MessageTemplate`` row's column values by attribute name (``TEMPLATE_COLUMNS``)."""
         call, schema = self.call, self.trace.schema(self.call.tool)
         scored = lint.lint(call.sent_text, call_input=call.input, schema=schema)
         f = failure_of(call.attempts[-1], sent=call.sent)
@@ -245,7 +280,7 @@ class TemplateSeen:
         suggested = lint.rewrite(
             tool=call.tool, call_input=call.input, schema=schema, category=f.category, sent=call.sent_text, known=known
         )
-        return MessageTemplate(
+        return dict(
             key=self.key,
             tool=call.tool[:200],
             template=lint.template(call.sent_text),
@@ -260,6 +295,10 @@ class TemplateSeen:
             score=scored.score,
             rewrite=suggested.message,
         )
+
+
+# the key first: it is what a row already there is found by
+TEMPLATE_COLUMNS = ("key", *(f.attname for f in MessageTemplate._meta.concrete_fields if f.name not in ("id", "key")))
 
 
 def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
@@ -365,15 +404,18 @@ def diagnose_stored(stored: Stored) -> tuple[list[Finding], Contribution, list[T
 
 def _upsert(table: str, keys: Sequence[str], counts: Sequence[str], rows: list[tuple], extra: Sequence[str] = ()):
     """Add ``rows`` (key values, then counts, then ``extra`` columns kept from the first insert) to
-    ``table``: one ``INSERT … ON CONFLICT DO UPDATE`` adding the counts, on either database."""
+    ``table``: one ``INSERT … ON CONFLICT DO UPDATE`` adding the counts, on either database (with no
+    counts, ``DO NOTHING``: a row already there is kept as it is)."""
     if not rows:
         return
     quote = connection.ops.quote_name
     columns = [*keys, *counts, *extra]
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
     one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    tail = f" ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET " + ", ".join(
-        f"{quote(c)} = {quote(table)}.{quote(c)} + excluded.{quote(c)}" for c in counts
+    tail = f" ON CONFLICT ({', '.join(quote(k) for k in keys)}) " + (
+        "DO UPDATE SET " + ", ".join(f"{quote(c)} = {quote(table)}.{quote(c)} + excluded.{quote(c)}" for c in counts)
+        if counts
+        else "DO NOTHING"
     )
     size = max(1, 900 // len(columns))
     with connection.cursor() as cursor:
@@ -409,7 +451,14 @@ def _templates_write(seen: Iterable[TemplateSeen]) -> dict[str, int]:
     known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
     new = [s.row() for key, s in firsts.items() if key not in known]
     if new:
-        MessageTemplate.objects.bulk_create(new, ignore_conflicts=True)
+        columns = [MessageTemplate._meta.get_field(name).column for name in TEMPLATE_COLUMNS]
+        _upsert(
+            MessageTemplate._meta.db_table,
+            columns[:1],
+            (),
+            [tuple(r[c] for c in TEMPLATE_COLUMNS) for r in new],
+            extra=columns[1:],
+        )
         known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
     return known
 

@@ -114,7 +114,19 @@ class Trace:
 
 def failure_of(attempt: Attempt, *, sent: Any = None) -> Failure:
     """An attempt's failure: the category the tool or the structured result gave, else the one its
-    message's words name (``lint.category_from_words``), else unknown."""
+    message's words name (``lint.category_from_words``), else unknown. Worked out once per attempt
+    and ``sent`` (the rules and the rollups ask for the same ones again and again) and kept on the
+    attempt beside the object it was asked with; treat it as read-only."""
+    memo = attempt.__dict__.setdefault("_failures", {})
+    seen = memo.get(id(sent))
+    if seen is not None and seen[0] is sent:
+        return seen[1]
+    found = _failure_of(attempt, sent)
+    memo[id(sent)] = (sent, found)  # ``sent`` kept with it, so its id cannot be another object's
+    return found
+
+
+def _failure_of(attempt: Attempt, sent: Any) -> Failure:
     text = attempt.message or text_of(attempt.content) or text_of(sent)
     empty = attempt.empty or (not attempt.ok and says_nothing_found(attempt.content, text))
     if attempt.category:
@@ -273,8 +285,16 @@ def wasted_try(attempt: Attempt) -> bool:
 
 def found_nothing(attempt: Attempt) -> bool:
     """An attempt that worked and found nothing: marked empty by its source, or an empty value
-    (``[]``, ``{}``, an object whose lists are all empty) that its source did not mark."""
-    return bool(attempt.ok and (attempt.empty or says_nothing_found(attempt.content, "")))
+    (``[]``, ``{}``, an object whose lists are all empty) that its source did not mark. Kept on the
+    attempt once worked out, as ``failure_of`` is."""
+    if not attempt.ok:
+        return False
+    if attempt.empty:
+        return True
+    said = attempt.__dict__.get("_nothing")
+    if said is None:
+        said = attempt.__dict__["_nothing"] = says_nothing_found(attempt.content, "")
+    return said
 
 
 def _found_nothing(call: Call) -> bool:

@@ -9,9 +9,12 @@ What none of them says stays unknown, and a finding that needs it is not made.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 MCP = "MCP annotations"
 PACK = "pack tool flags"
@@ -104,9 +107,14 @@ class Effects:
         return f"{what} ({self.basis})"
 
 
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+_NOT_LETTERS = re.compile(r"[^a-z]+")
+_SAYS_IDEMPOTENT = re.compile(r"\bidempotent\b|idempotency key", re.IGNORECASE)
+
+
 def _words(text: str) -> list[str]:
-    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text or "")
-    return [w for w in re.split(r"[^a-z]+", spaced.lower()) if w]
+    spaced = _CAMEL.sub(r"\1 \2", text or "")
+    return [w for w in _NOT_LETTERS.split(spaced.lower()) if w]
 
 
 def _flag(tool: dict[str, Any], *names: str) -> bool | None:
@@ -118,8 +126,21 @@ def _flag(tool: dict[str, Any], *names: str) -> bool | None:
 
 
 def effects_of(tool: dict[str, Any] | None) -> Effects:
-    """What the tool definition ``tool`` (a Messages API tool schema, maybe with ``annotations``) says."""
-    tool = tool or {}
+    """What the tool definition ``tool`` (a Messages API tool schema, maybe with ``annotations``) says;
+    one ``Effects`` per distinct definition, worked out once (every run of a tool asks the same)."""
+    try:
+        spelled = orjson.dumps(tool or {}, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    except TypeError:  # an integer beyond 64 bits: not kept
+        return _effects_of(tool or {})
+    return _effects_cached(spelled)
+
+
+@functools.lru_cache(maxsize=2048)
+def _effects_cached(spelled: bytes) -> Effects:
+    return _effects_of(orjson.loads(spelled))
+
+
+def _effects_of(tool: dict[str, Any]) -> Effects:
     notes = tool.get("annotations")
     if isinstance(notes, dict) and any(k in notes for k in ("readOnlyHint", "idempotentHint", "destructiveHint")):
         read_only = notes.get("readOnlyHint") is True
@@ -151,7 +172,7 @@ def effects_of(tool: dict[str, Any] | None) -> Effects:
         changes = True
     else:
         return Effects(None, None, None, "")
-    said_idempotent = True if re.search(r"\bidempotent\b|idempotency key", description, re.IGNORECASE) else None
+    said_idempotent = True if _SAYS_IDEMPOTENT.search(description) else None
     return Effects(changes, True if not changes else said_idempotent, None, NAME)
 
 

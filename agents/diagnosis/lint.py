@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import is_empty
 from ..vocabulary import ErrorCategory
 
 # --- what the model read ------------------------------------------------------------------------
@@ -56,15 +57,27 @@ def text_of(content: Any) -> str:
 def structured_flags(content: Any) -> tuple[str | None, bool | None]:
     """The ``errorCategory`` and ``isRetryable`` a structured tool_result carried (lesson 002), at the
     top level or under ``error``; (None, None) when it carried none."""
-    if isinstance(content, str) and content.strip()[:1] == "{":
-        if "errorCategory" not in content and "isRetryable" not in content:
+    if isinstance(content, str):
+        # the words looked for first: a tool's text output is long, and most carry neither
+        if ("errorCategory" not in content and "isRetryable" not in content) or content.lstrip()[:1] != "{":
             return None, None
-        try:
-            content = json.loads(content)
-        except ValueError:
-            return None, None
+        return _text_flags(content)
     if not isinstance(content, dict):
         return None, None
+    return _dict_flags(content)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_flags(text: str) -> tuple[str | None, bool | None]:
+    """``structured_flags`` of a JSON object sent as text, parsed once however often it is asked."""
+    try:
+        content = json.loads(text)
+    except ValueError:
+        return None, None
+    return _dict_flags(content) if isinstance(content, dict) else (None, None)
+
+
+def _dict_flags(content: dict[str, Any]) -> tuple[str | None, bool | None]:
     inner = content.get("error") if isinstance(content.get("error"), dict) else {}
     category = inner.get("errorCategory", content.get("errorCategory"))
     retryable = inner.get("isRetryable", content.get("isRetryable"))
@@ -427,8 +440,6 @@ NOTHING_FOUND = re.compile(
 def says_nothing_found(content: Any, text: str) -> bool:
     """Whether what came back says "nothing found": an empty list or object of empty lists, a category
     "empty", or words such as "No orders found" (not "No order 0781 was found", a wrong id)."""
-    from ..errors import is_empty
-
     category, _ = structured_flags(content)
     if category == "empty":
         return True
