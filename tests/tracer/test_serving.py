@@ -4,7 +4,7 @@ import re
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import include, path
 
 from tests.dom import page
@@ -45,15 +45,26 @@ def test_a_failing_page_shows_our_server_error_page_without_a_traceback_or_a_que
     assert "something broke" not in html and "Traceback" not in html
 
 
+def collected_storages(storages: dict) -> dict:
+    return {**storages, "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}}
+
+
+@pytest.fixture(scope="module")
+def collected_root(tmp_path_factory):
+    """The static files collected once for this module's tests, which only read them."""
+    from django.conf import settings
+
+    root = tmp_path_factory.mktemp("static")
+    with override_settings(STATIC_ROOT=root, STORAGES=collected_storages(settings.STORAGES)):
+        call_command("collectstatic", interactive=False, verbosity=0)
+    return root
+
+
 @pytest.fixture
-def collected(settings, tmp_path):
+def collected(settings, collected_root):
     """The static files collected as ``./rlt up`` collects them, with hashed names."""
-    settings.STATIC_ROOT = tmp_path
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
-    }
-    call_command("collectstatic", interactive=False, verbosity=0)
+    settings.STATIC_ROOT = collected_root
+    settings.STORAGES = collected_storages(settings.STORAGES)
 
 
 def test_pages_load_their_css_js_and_htmx_from_collected_static_files_with_hashed_names(collected):
