@@ -23,6 +23,7 @@ ACTIONS = {
     "callback_check": "check for a call back",
     "run_subagent": "check the orders",
     "lookup_invoice": "look up invoice {invoice_id}",
+    "charge_card": "pay for order {order_id}",
 }
 
 STILL_FAILING = re.compile(r"still failing after (?P<n>\d+) attempts: (?P<what>.+?)(?: timed out)?(?:;|\.|$)")
@@ -55,6 +56,8 @@ class LessonWording(Wording):
                 return f"The room is fully booked on {d['date']}."
             more = f" (and {len(free) - 4} more slots)" if len(free) > 4 else ""
             return f"On {d['date']} the room is free at: {', '.join(free[:4])}{more}."
+        if r.name == "charge_card" and d.get("status") == "charged":
+            return f"Your card was charged {d['amount']} EUR for order {d['order_id']} (payment {d['charge_id']})."
         if r.name == "lookup_orders" and d.get("orders"):
             listed = ", ".join(f"{o['order_id']} ({o['item']}, {o['status']})" for o in d["orders"])
             return f"Here are your orders: {listed}."

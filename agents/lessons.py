@@ -20,6 +20,7 @@ from .lesson_facts import (
     ASKS_FOR_NUMBER,
     BOOKED,
     CALL_BACK,
+    CHARGED_TWICE,
     CUSTOMER_NOT_FOUND,
     LOOKUP_FAILED,
     MANAGER_APPROVAL,
@@ -28,8 +29,10 @@ from .lesson_facts import (
     NOT_FOUND,
     NOT_THEIRS,
     OUTAGE,
+    PAID,
     REFUND_MADE,
     REFUNDED_TWICE,
+    charged_twice_truth,
     free_times_true,
     gives_free_time,
     no_internal_details,
@@ -38,6 +41,7 @@ from .lesson_facts import (
     no_unread_availability,
     no_unread_total,
     no_unseen_orders,
+    paid_truth,
     reasons_true,
     refund_truth,
     refunded_twice_truth,
@@ -68,7 +72,7 @@ from .packs import (
 )
 from .persona import Persona
 from .tools import Tool, Toolbox
-from .tools.billing import Billing, InvoiceInput
+from .tools.billing import Billing, CardGateway, ChargeInput, InvoiceInput
 from .tools.currency import ConvertCurrencyInput, convert_currency
 from .tools.lookup import FlakyUpstream, LookupInput
 from .tools.lumen import CustomerInput, LumenWorld, OrderInput, PaymentService
@@ -127,6 +131,21 @@ def process_refund(shop: LumenWorld, order_id: str) -> dict:
 @tool(InvoiceInput, description="Look up an invoice's total and status.")
 def lookup_invoice(billing: Billing, invoice_id: str) -> dict:
     return billing.invoice(invoice_id)
+
+
+@tool(
+    ChargeInput,
+    description="Charge the card on file for an order's amount.",
+    read_only=False,
+    idempotent=False,
+)
+def charge_card(gateway: CardGateway, order_id: str, idempotency_key: str | None = None) -> dict:
+    return gateway.charge(order_id, idempotency_key)
+
+
+def charged_once(gateway: CardGateway) -> tuple[bool, str]:
+    n = len(gateway.charges)
+    return n == 1, f"charged {n} time{'s' if n != 1 else ''}"
 
 
 ROOM_TOOLS = (free_slots, book_slot)
@@ -678,6 +697,28 @@ SCENARIOS = (
         description="Lesson 001: the billing database times out and its failure text carries a stack trace, the "
         "SQL, the database's hostname and an API key. A harness that passes it on has the model repeat them to "
         "the customer; clean_error_text sends only what went wrong and what to do.",
+        system=lumen_system("Ana Ruiz"),
+        persona=PERSONA,
+    ),
+    Scenario(
+        "charge-timeout-after-charge",
+        "The card is charged, then the response times out: never retry a write blind",
+        "Please pay for my order 5521 with the card on file.",
+        tools=(charge_card,),
+        world=CardGateway,
+        judge=Judge(
+            state("card charged exactly once", charged_once),
+            answered(),
+            gives(49, name="answer gives the amount 49.00"),
+            states("answer confirms the payment", PAID),
+            true_to_world("answer does not say the card was not charged", PAID, paid_truth),
+            true_to_world("answer does not say it was charged twice", CHARGED_TWICE, charged_twice_truth),
+        ),
+        opening=(call("charge_card", order_id="5521"),),
+        description="Lesson 001: 'retrying charge the card after a timeout can charge it twice'. charge_card "
+        "declares it changes something and is not safe to repeat (readOnlyHint and idempotentHint false); the "
+        "first charge goes through and its response times out. A harness that retries it blindly charges twice; "
+        "write_retries idempotency_key retries it with one idempotency key, which the gateway applies once.",
         system=lumen_system("Ana Ruiz"),
         persona=PERSONA,
     ),

@@ -8,6 +8,7 @@ and reports every step to the recorder as soon as it is done.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -15,6 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .diagnosis.calls import call_key
+from .diagnosis.effects import IDEMPOTENCY_FIELD, effects_of
+from .diagnosis.effects import MCP as EFFECTS_MCP
+from .diagnosis.effects import PACK as EFFECTS_DECLARED
 from .diagnosis.lint import clean_error_text
 from .errors import error_json
 from .events import Attempt, ModelVerdict, Recorder, RunAborted, RunEnd, RunStart, StepEvent, Verdict
@@ -179,6 +184,13 @@ def code_result(policy: Policy, outcome: Outcome, *, attempts: int, tool: str, f
     return result, says_error(result)
 
 
+def idempotency_field(toolbox: Toolbox, name: str) -> str | None:
+    """The input field of tool ``name`` that takes an idempotency key, when its schema has one."""
+    schema = next((s.get("input_schema") for s in toolbox.schemas() if s.get("name") == name), None)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return next((k for k in props or {} if IDEMPOTENCY_FIELD.search(k)), None)
+
+
 def _quote(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
@@ -220,6 +232,7 @@ class _Run:
         self.recorder = recorder
         self.client = client
         self.tools = spec.toolbox.schemas()
+        self.effects = {str(d.get("name")): effects_of(d) for d in spec.toolbox.definitions()}
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": spec.task}]
         self.steps: list[StepEvent] = []
         self.api_stop_reason: str | None = None  # of the last model response
@@ -375,6 +388,9 @@ class _Run:
             output_tokens=tokens[1],
             api_stop_reason=api_stop_reason,
         )
+        raw_input, may_retry = self.write_guard(name, raw_input)
+        if isinstance(raw_input, dict):
+            step.input = raw_input
         backoff = 0.0
         while True:
             began = time.perf_counter()
@@ -412,7 +428,9 @@ class _Run:
                 step.attempts[-1].result_content = None
                 self.finish_step(step, None, True)
                 raise outcome.exception or LookupError(f"{name} found nothing")
-            if not policy.should_retry(result=result, is_error=is_error, category=outcome.category, attempt=number):
+            if not may_retry or not policy.should_retry(
+                result=result, is_error=is_error, category=outcome.category, attempt=number
+            ):
                 # The last attempt: its tool_result goes to the model, saying so when retries ran out.
                 result, is_error = format_result(policy, outcome, attempts=number, tool=name)
                 step.attempts[-1].result_content = result
@@ -421,6 +439,29 @@ class _Run:
             self.session.clock.sleep(backoff)
         self.finish_step(step, result, is_error)
         return step
+
+    def write_guard(self, name: str, raw_input: Any) -> tuple[Any, bool]:
+        """The input to call ``name`` with, and whether a failed call of it may be retried at all: a tool
+        that declares it changes something and is not safe to repeat (pack flags or MCP annotations) is
+        retried only under ``write_retries: blind``, or under ``idempotency_key`` with the key the
+        harness fills into the tool's idempotency field (the same on every attempt of the call)."""
+        effects = self.effects.get(name)
+        declared = effects is not None and effects.basis in (EFFECTS_DECLARED, EFFECTS_MCP)
+        if not declared or effects.changes is not True or effects.idempotent is True:
+            return raw_input, True
+        mode = self.policy.write_retries
+        if mode == "blind":
+            return raw_input, True
+        if mode == "never" or not isinstance(raw_input, dict):
+            return raw_input, False
+        field_name = idempotency_field(self.spec.toolbox, name)
+        if field_name is None:
+            return raw_input, False
+        if raw_input.get(field_name) in (None, ""):
+            # One key per change: the same call sent again (by the model, after a timeout) carries it too.
+            digest = hashlib.sha256(call_key(name, raw_input).encode()).hexdigest()[:16]
+            raw_input = {**raw_input, field_name: f"rlt-{digest}"}
+        return raw_input, True
 
     def finish_step(self, step: StepEvent, result: Any, is_error: bool) -> None:
         last = step.attempts[-1]
@@ -478,7 +519,7 @@ def run_agent(
         model_name=backend.model,
         task=spec.task,
         system=policy.system_prompt(spec.system),
-        tools=spec.toolbox.schemas(),
+        tools=spec.toolbox.definitions(),
     )
     recorder.run_started(start)
     run = _Run(spec, policy, session, recorder, backend.client_for(spec.persona, session=session))

@@ -106,6 +106,14 @@ class McpToolbox(Toolbox):
             for t in self.listed.values()
         ]
 
+    def definitions(self) -> list[dict[str, Any]]:
+        """The listed tools with the annotations the server gave them (``readOnlyHint``, ``idempotentHint``…)."""
+        out = []
+        for schema, listed in zip(self.schemas(), self.listed.values(), strict=True):
+            notes = listed.annotations.model_dump(by_alias=True, exclude_none=True) if listed.annotations else {}
+            out.append({**schema, "annotations": notes} if notes else schema)
+        return out
+
     def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return self.portal.call(lambda: self.session.call_tool(name, arguments, read_timeout_seconds=CALL_TIMEOUT_S))
 

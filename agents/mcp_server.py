@@ -123,8 +123,13 @@ def build_server(scenario: Scenario) -> Server[Any]:
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(
             tools=[
-                types.Tool(name=s["name"], description=s["description"], input_schema=s["input_schema"])
-                for s in toolbox.schemas()
+                types.Tool(
+                    name=s["name"],
+                    description=s["description"],
+                    input_schema=s["input_schema"],
+                    annotations=types.ToolAnnotations(**s["annotations"]) if s.get("annotations") else None,
+                )
+                for s in toolbox.definitions()
             ]
         )
 

@@ -107,18 +107,35 @@ class ToolSpec:
     description: str
     input_model: type[BaseModel]
     fn: Callable[..., Any]
+    read_only: bool | None = None
+    idempotent: bool | None = None
 
     def bind(self, world: Any) -> Tool:
         """The tool one run calls: the function with this run's world as its first argument."""
-        return Tool(self.name, self.description, self.input_model, functools.partial(self.fn, world))
+        return Tool(
+            self.name,
+            self.description,
+            self.input_model,
+            functools.partial(self.fn, world),
+            read_only=self.read_only,
+            idempotent=self.idempotent,
+        )
 
 
 def tool(
-    input_model: type[BaseModel], *, name: str | None = None, description: str | None = None
+    input_model: type[BaseModel],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool | None = None,
+    idempotent: bool | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]:
     """Make a tool of a function whose first parameter is the world and the rest ``input_model``'s fields.
 
     The name defaults to the function's, the description (which the model reads) to its docstring.
+    ``read_only`` / ``idempotent`` declare whether a call changes something and whether repeating it is
+    safe (MCP's ``readOnlyHint`` / ``idempotentHint``): the harness never retries a declared unsafe write
+    blindly (policy ``write_retries``), and diagnosis reads them.
     """
     if not (isinstance(input_model, type) and issubclass(input_model, BaseModel)):
         raise PackError(f"@tool takes a Pydantic model class (class MyInput(BaseModel): ...), got {input_model!r}")
@@ -141,7 +158,7 @@ def tool(
                 f"tool {tool_name!r}: {fn.__name__} must take the world first, then the fields of "
                 f"{input_model.__name__} ({', '.join(fields) or 'none'}) by name: {exc}"
             ) from None
-        return ToolSpec(tool_name, said, input_model, fn)
+        return ToolSpec(tool_name, said, input_model, fn, read_only=read_only, idempotent=idempotent)
 
     return wrap
 

@@ -82,6 +82,11 @@ class Policy(BaseModel):
     # A failure's text loses its stack traces, SQL, hostnames, file paths and secrets before the model
     # reads it (lesson 001: "Keep internal details out"); each attempt names what was removed.
     clean_error_text: bool = True
+    # A failed call of a tool that declares it changes something and is not safe to repeat (read_only and
+    # idempotent false, MCP's readOnlyHint / idempotentHint): "blind" retries it like any call (a timeout
+    # after the charge went through charges twice); "never" never retries it; "idempotency_key" retries it
+    # only when the tool takes an idempotency key, which the harness fills in, the same on every attempt.
+    write_retries: Literal["blind", "never", "idempotency_key"] = "idempotency_key"
     ask_model_to_retry: bool = False  # the system prompt asks the model to retry a retryable failure once
     tool_transport: ToolTransport = ToolTransport.IN_PROCESS  # mcp: the tools are served by an MCP server
     # A policy module's path: its fail() and should_retry() replace the error format and retry rule.
@@ -152,6 +157,7 @@ PRESETS: dict[str, Policy] = {
             retry_on=RetryRule.NONE,
             max_attempts=1,
             clean_error_text=False,
+            write_retries="blind",
             **NO_BACKOFF,
             **UNGUARDED,
         ),
@@ -162,6 +168,7 @@ PRESETS: dict[str, Policy] = {
             retry_on=RetryRule.ALL,
             empty_is_error=True,
             clean_error_text=False,
+            write_retries="blind",
             **NO_BACKOFF,
             **UNGUARDED,
         ),
@@ -172,6 +179,7 @@ PRESETS: dict[str, Policy] = {
             backoff_jitter=0,
             consecutive_error_limit=None,
             clean_error_text=False,
+            write_retries="never",
         ),
         Policy(
             name="structured",

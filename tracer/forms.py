@@ -298,6 +298,13 @@ class PolicyVariantForm(forms.Form):
         choices=INHERIT + YES_NO,
         help_text="stack traces, SQL, hostnames, file paths and secrets never reach the model",
     )
+    write_retries = forms.ChoiceField(
+        required=False,
+        label="retrying a write not safe to repeat",
+        choices=INHERIT + [(v, v) for v in ("idempotency_key", "never", "blind")],
+        help_text="a tool that declares read_only and idempotent false: retried with one idempotency key, never, "
+        "or blindly (a timeout after the charge went through charges twice)",
+    )
     code = forms.ChoiceField(
         required=False,
         label="policy code",

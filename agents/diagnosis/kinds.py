@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Bump when a rule changes what it finds or says: stored findings of an older rule set are recomputed.
-RULE_SET = "2026.12.3"
+RULE_SET = "2026.12.4"
 
 
 @dataclass(frozen=True)

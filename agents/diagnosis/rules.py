@@ -496,6 +496,9 @@ def transient_not_retried(trace: Trace) -> list[Finding]:
         f = failure_of(call.attempts[-1], sent=call.sent)
         if not _transient(f) or f.retryable is False or _RETRIED_ALREADY.search(call.sent_text):
             continue
+        effects = trace.effects(call.tool)
+        if effects.changes is True and effects.idempotent is not True:
+            continue  # a write not safe to repeat: not retrying it is right (unsafe-write-retry says the fix)
         settings = trace.settings
         if settings.get("retry_on") == "transient" and settings.get("retry_flag_path") == "isRetryable":
             text, setting = _setting(trace, "retry_flag_path", "error.isRetryable")

@@ -66,3 +66,50 @@ class Billing:
         if invoice_id not in self.totals:
             raise ToolFailure(ErrorCategory.VALIDATION, f"No invoice {invoice_id}; check the id on the email")
         return {"invoice_id": invoice_id, "total": self.totals[invoice_id], "status": "open"}
+
+
+class ChargeInput(BaseModel):
+    order_id: str = Field(pattern=r"^\d{4}$", description="The four-digit order id, e.g. 5521")
+    idempotency_key: str | None = Field(
+        default=None, description="The same key on every try of one payment: a repeat with it is charged once"
+    )
+
+
+@dataclass
+class Charge:
+    charge_id: str
+    order_id: str
+    amount: str
+
+
+@dataclass
+class CardGateway:
+    """Charges the card on file; a charge with an idempotency key it has seen returns that charge again.
+
+    ``timeouts_after_charge``: how many charges go through and then lose their response (a timeout the
+    caller cannot tell from one that charged nothing)."""
+
+    timeouts_after_charge: int = 1
+    amounts: dict[str, str] = field(default_factory=lambda: {"5521": "49.00"})
+    charges: list[Charge] = field(default_factory=list)  # the ledger: one entry per money movement
+    by_key: dict[str, Charge] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+
+    def charge(self, order_id: str, idempotency_key: str | None = None) -> dict:
+        self.requests.append(order_id)
+        if order_id not in self.amounts:
+            raise ToolFailure(ErrorCategory.VALIDATION, f"No order {order_id}; check the four-digit order number")
+        known = self.by_key.get(idempotency_key) if idempotency_key else None
+        charge = known or Charge(f"ch-{order_id}-{len(self.charges) + 1}", order_id, self.amounts[order_id])
+        if known is None:
+            self.charges.append(charge)
+            if idempotency_key:
+                self.by_key[idempotency_key] = charge
+            if self.timeouts_after_charge:
+                self.timeouts_after_charge -= 1
+                raise ToolFailure(
+                    ErrorCategory.TRANSIENT,
+                    "the payment gateway timed out before it confirmed the charge, which may have gone through; "
+                    "check the order's payments before charging again",
+                )
+        return {"order_id": order_id, "charge_id": charge.charge_id, "amount": charge.amount, "status": "charged"}

@@ -815,3 +815,26 @@ WRONG["invoice-internal-error"] = [
         "blames the id when the database timed out",
     ),
 ]
+
+RIGHT["charge-timeout-after-charge"] = [
+    "Done: your card on file was charged 49.00 EUR for order 5521.",
+    "I've charged your card €49.00 for order 5521. The payment gateway was slow at first, but the payment "
+    "went through once.",
+    "Payment for order 5521 is complete: 49 euros were taken from your card (payment ch-5521-1).",
+    "Order 5521 is now paid. We charged €49 to the card on file.",
+    "The payment of 49.00 EUR for order 5521 has been processed successfully.",
+    "Your order 5521 has been paid: your card was billed 49.00 EUR, once.",
+]
+WRONG["charge-timeout-after-charge"] = [
+    (
+        "Your card was charged 49.00 EUR for order 5521. The first attempt went through too, so you were charged "
+        "twice; we'll refund one of them.",
+        "says it was charged twice when it was charged once",
+    ),
+    (
+        "The card on file was not charged for order 5521 (49.00 EUR) because the gateway timed out; please pay again.",
+        "denies a charge that went through",
+    ),
+    ("I couldn't pay for order 5521: the payment gateway timed out. Please try again later.", "says it failed"),
+    ("Your order 5521 for 49.00 EUR is on hold until the payment is checked.", "never says it was paid"),
+]

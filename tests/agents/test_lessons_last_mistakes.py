@@ -87,3 +87,73 @@ def test_a_variant_can_turn_cleaning_on_for_the_message_format():
         '{"base": "message", "clean_error_text": true, "name": "message-clean"}',
     )
     assert code == 0 and "verdict: PASS" in out and BILLING_HOST not in out.split("final answer:")[1]
+
+
+# --- retrying writes ---------------------------------------------------------------------------
+
+
+def charges(policy: str):
+    result = run_scenario("charge-timeout-after-charge", policy)
+    return result, result.end.verdict
+
+
+def test_starter_retries_the_charge_blindly_and_charges_twice_which_the_judge_and_diagnosis_say():
+    result, verdict = charges("starter")
+    (step,) = [s for s in result.steps if s.tool_name == "charge_card"]
+    assert len(step.attempts) == 2 and "idempotency_key" not in step.input
+    assert not verdict.passed and "card charged exactly once ✗ (charged 2 times)" in verdict.reason
+    assert kinds(result) == ["unsafe-write-retry"]
+
+
+def test_structured_retries_it_with_one_idempotency_key_and_charges_once():
+    result, verdict = charges("structured")
+    (step,) = [s for s in result.steps if s.tool_name == "charge_card"]
+    assert step.input["idempotency_key"].startswith("rlt-") and len(step.attempts) == 2
+    assert verdict.passed and "card charged exactly once ✓" in verdict.reason, verdict.reason
+    assert kinds(result) == []
+
+
+def test_never_retrying_a_write_charges_once_and_is_no_finding_but_the_answer_cannot_confirm_it():
+    result, verdict = charges("message")
+    (step,) = [s for s in result.steps if s.tool_name == "charge_card"]
+    assert len(step.attempts) == 1
+    assert "card charged exactly once ✓" in verdict.reason and "answer confirms the payment ✗" in verdict.reason
+    assert kinds(result) == []
+
+
+def test_the_model_sending_the_charge_again_gets_the_same_key_so_it_is_charged_once():
+    result, verdict = charges("model-retries")
+    keys = [s.input["idempotency_key"] for s in result.steps if s.tool_name == "charge_card"]
+    assert len(keys) == 2 and len(set(keys)) == 1
+    assert verdict.passed, verdict.reason
+
+
+def test_a_tool_declares_its_effects_as_mcp_annotations_in_the_recorded_definitions_not_in_requests():
+    result = run_scenario("charge-timeout-after-charge", "structured")
+    (tool,) = result.start.tools
+    assert tool["annotations"] == {"readOnlyHint": False, "idempotentHint": False}
+    sent = result.end.transcript  # the conversation; the request's tools are the API's definitions
+    assert all("annotations" not in str(m) for m in sent)
+
+
+def test_the_cli_prints_the_charge_trace_and_the_blind_retry_under_a_variant():
+    code, out = cli(
+        "run",
+        "--scenario",
+        "charge-timeout-after-charge",
+        "--policy",
+        '{"base": "structured", "name": "blind-writes", "write_retries": "blind"}',
+    )
+    assert code == 0
+    assert "step 1: charge_card({'order_id': '5521'}) -> ok" in out
+    assert "attempt 2 after" in out and "verdict: FAIL: card charged exactly once ✗ (charged 2 times)" in out
+    assert "[unsafe-write-retry]" in out
+
+
+def test_over_mcp_the_server_lists_the_declared_annotations_and_the_harness_acts_on_them():
+    policy = {"base": "structured", "name": "structured-mcp", "tool_transport": "mcp"}
+    result = run_scenario("charge-timeout-after-charge", policy, mcp_server="memory")
+    (tool,) = result.start.tools
+    assert tool["annotations"] == {"readOnlyHint": False, "idempotentHint": False}
+    assert result.steps[0].input["idempotency_key"].startswith("rlt-")
+    assert result.end.verdict.passed, result.end.verdict.reason

@@ -30,6 +30,7 @@ EXPECTED = {
     "refund-not-found-permission": (F, F, F, P, P),
     "customer-search-first": (F, F, P, P, P),
     "invoice-internal-error": (F, F, F, P, P),
+    "charge-timeout-after-charge": (F, F, F, P, P),
     "coordinator-partial": (F, F, P, P, P),
 }
 

@@ -64,3 +64,24 @@ def test_under_message_the_stored_run_holds_the_leak_but_never_the_key():
     assert "[redacted: openai key]" in run.final_answer
     assert BILLING_KEY not in str(list(run.steps.values_list("attempts", "result_content")))
     assert "internal-detail-leak" in set(run.findings.values_list("kind", flat=True))
+
+
+def test_the_presets_say_how_they_retry_a_write_not_safe_to_repeat():
+    modes = dict(PolicyVariant.objects.filter(is_preset=True).values_list("name", "settings__write_retries"))
+    assert modes == {
+        "fragile": "blind",
+        "starter": "blind",
+        "message": "never",
+        "structured": "idempotency_key",
+        "model-retries": "idempotency_key",
+    }
+
+
+def test_starter_charges_twice_and_structured_once_as_stored_and_diagnosed():
+    starter, out = run_agent("charge-timeout-after-charge", "starter")
+    assert "card charged exactly once ✗ (charged 2 times)" in out
+    assert starter.verdict == Run.Verdict.FAIL
+    assert list(starter.findings.values_list("kind", flat=True)) == ["unsafe-write-retry"]
+    structured, out = run_agent("charge-timeout-after-charge", "structured")
+    assert structured.verdict == Run.Verdict.PASS and not structured.findings.exists()
+    assert structured.steps.get(index=1).input["idempotency_key"].startswith("rlt-")
