@@ -9,7 +9,8 @@ whose world starts sub-agents in the harness (``coordinator-partial``).
 
 - The **world** lives here: one server is one session is one run, and the server creates the
   scenario's world when it is built, so the tools change the server's copy and nobody else's.
-- ``tools/list`` lists each tool with its input schema taken from its Pydantic model, exactly the
+- ``tools/list`` lists each tool with its input schema taken from its Pydantic model (and the
+  ``readOnlyHint`` / ``idempotentHint`` annotations it declares), exactly the
   schema the in-process harness sends the model.
 - ``tools/call`` runs the tool through ``run_tool`` (validate, then run, never raise). A failure is a
   ``CallToolResult`` with ``isError: true`` carrying lesson 002's structured error
