@@ -31,6 +31,6 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("tracer", "0031_clean_error_text")]
+    dependencies = [("tracer", "0032_run_model_judge")]
 
     operations = [migrations.RunPython(forwards, backwards)]
