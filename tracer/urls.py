@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/<int:pk>/export.json", import_views.run_export, name="run-export"),
     path("runs/<int:pk>/otlp.json", import_views.run_otlp, name="run-otlp"),
     path("compare/", views.compare, name="compare"),
+    path("compare/suggest/", views.compare_suggest, name="compare-suggest"),
     path("compare/export.jsonl", import_views.compare_export, name="compare-export"),
     path("policies/", views.policies, name="policies"),
     path("policies/new/", views.policy_create, name="policy-create"),

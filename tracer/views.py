@@ -259,8 +259,22 @@ def compare(request: HttpRequest) -> HttpResponse:
     elif gap:
         status = 400
     cmp = context.get("cmp")
-    context["choices"] = compare_picker.compare_choices(include=[cmp.a, cmp.b] if cmp else [])
+    context["pairs"] = [] if cmp else compare_picker.suggested_pairs()
+    context["has_runs"] = bool(cmp or context["pairs"]) or compare_picker.runs_exist()
     return render(request, "tracer/compare.html", context, status=status)
+
+
+@login_required
+@require_GET
+def compare_suggest(request: HttpRequest) -> HttpResponse:
+    """The compare picker's typeahead: ``?side=a`` (or ``b``) and that side's text in ``a`` (or ``b``),
+    answered with the runs it matches, each a button that picks it."""
+    side = request.GET.get("side", "")
+    if side not in ("a", "b"):
+        return HttpResponse("side: expected a or b\n", status=400, content_type="text/plain; charset=utf-8")
+    text = request.GET.get(side, "")[:200]
+    runs = compare_picker.run_suggestions(text=text)
+    return render(request, "tracer/compare.html#compare-suggestions", {"side": side, "runs": runs, "text": text})
 
 
 def _scope_form(form_class, request: HttpRequest):

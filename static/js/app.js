@@ -274,3 +274,22 @@ document.addEventListener("change", (event) => {
 });
 narrowScreen.addEventListener("change", () => foldFilters(true));
 
+// [data-typeahead] (the compare picker): a suggestion's button ([data-pick] side, [data-run] id) puts its
+// run's id in that side's field and closes the suggestions; Escape closes them too.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-pick]");
+  const form = button?.closest("[data-typeahead]");
+  if (!form) return;
+  const input = form.querySelector(`input[name="${button.dataset.pick}"]`);
+  input.value = button.dataset.run;
+  button.closest(".suggestions").hidden = true;
+  input.focus();
+});
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || !event.target.closest("[data-typeahead]")) return;
+  event.target.closest(".typeahead")?.querySelector(".suggestions")?.setAttribute("hidden", "");
+});
+document.addEventListener("focusout", (event) => {
+  const typeahead = event.target.closest("[data-typeahead] .typeahead");
+  if (typeahead && !typeahead.contains(event.relatedTarget)) typeahead.querySelector(".suggestions")?.setAttribute("hidden", "");
+});

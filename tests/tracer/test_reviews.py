@@ -238,16 +238,16 @@ def test_compare_shows_a_reviewers_override_beside_the_judges_verdict(admin_clie
 
 
 def test_the_compare_picker_names_a_reviewers_override_at_the_cost_of_none(admin_client):
-    url = reverse("tracer:compare")
+    url = reverse("tracer:compare-suggest") + "?side=a&a=starter"
     overridden = refund_too_old_starter()
     reviews.run_review_save(run=overridden, verdict_override="pass", override_reason="the judge was wrong")
     plain = refund_too_old_starter()
 
-    options = get(admin_client, url).one("select[name=a]")
-    assert options.one(f"option[value='{overridden.pk}']").text.startswith(
+    options = get(admin_client, url)
+    assert options.one(f"button[data-run='{overridden.pk}']").text.startswith(
         f"#{overridden.pk} · starter · finished · fail (reviewer: pass) · simulated"
     )
-    assert "reviewer" not in options.one(f"option[value='{plain.pk}']").text
+    assert "reviewer" not in options.one(f"button[data-run='{plain.pk}']").text
     one = queries(admin_client, url)
     for _ in range(9):
         reviews.run_review_save(run=refund_too_old_starter(), verdict_override="pass", override_reason="r")

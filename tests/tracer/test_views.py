@@ -322,37 +322,67 @@ def test_compare_warns_when_the_scenarios_differ(admin_client):
     )
 
 
-def test_compare_without_runs_offers_a_picker_of_recent_runs_by_scenario_and_no_error(admin_client):
+def test_compare_without_runs_offers_a_typeahead_picker_and_suggested_pairs_and_no_error(admin_client):
     starter = refund_too_old_starter()
     structured = refund_too_old_structured()
-    other = RunFactory(scenario="lookup-flaky", source=Run.Source.IMPORT, model_backend="imported")
+    RunFactory(scenario="lookup-flaky", source=Run.Source.IMPORT, model_backend="imported")
     doc = get(admin_client, reverse("tracer:compare"))
     assert doc.texts(".error") == []
     picker = doc.one("form.compare-picker")
     assert [label.text.split(" ")[:2] for label in picker.select("label")] == [["Run", "A"], ["Run", "B"]]
-    run_a = picker.one("select[name=a]")
-    assert [g["label"] for g in run_a.select("optgroup")] == ["lookup-flaky", "refund-too-old"]
-    [refunds] = [g for g in run_a.select("optgroup") if g["label"] == "refund-too-old"]
-    assert [o["value"] for o in refunds.select("option")] == [str(structured.pk), str(starter.pk)]  # newest first
-    assert refunds.select("option")[1].text == f"#{starter.pk} · starter · finished · fail · simulated"
-    assert run_a.one(f"option[value='{other.pk}']").text.endswith("imported · file")
-    assert not picker.select("option[selected]")
+    assert picker.select("select") == [] and picker.one("input[name=a]")["value"] == ""
+    [pair] = doc.select(".suggested-pairs li")
+    assert pair.one("a")["href"] == f"{reverse('tracer:compare')}?a={starter.pk}&b={structured.pk}"
+    assert pair.text.startswith("refund-too-old: starter vs structured")
 
 
-def test_the_picker_escapes_what_a_trace_named_its_scenario_and_sub_agent(admin_client):
-    run = RunFactory(scenario=SCRIPT, label=SCRIPT)
+def test_the_typeahead_finds_runs_by_id_scenario_policy_or_label_newest_first(admin_client):
+    starter = refund_too_old_starter()
+    structured = refund_too_old_structured()
+    other = RunFactory(
+        scenario="lookup-flaky",
+        policy_name="patient",
+        source=Run.Source.IMPORT,
+        model_backend="imported",
+        label="night",
+    )
+    url = reverse("tracer:compare-suggest")
+
+    def picks(side, text):
+        doc = get(admin_client, url, {"side": side, side: text})
+        return [b["data-run"] for b in doc.select(f"#suggest-{side} button[data-pick={side}]")]
+
+    assert picks("a", "refund") == [str(structured.pk), str(starter.pk)]
+    assert picks("b", "STRUCT") == [str(structured.pk)]
+    assert picks("a", "night") == [str(other.pk)]
+    assert picks("a", f"#{starter.pk}") == [str(starter.pk)]
+    assert picks("a", "") == [str(other.pk), str(structured.pk), str(starter.pk)]
+    doc = get(admin_client, url, {"side": "a", "a": "refund"})
+    assert doc.one(f"button[data-run='{starter.pk}']").text.startswith(
+        f"#{starter.pk} · starter · finished · fail · simulated"
+    )
+    assert get(admin_client, url, {"side": "a", "a": "nothing"}).texts("p") == ["No run matches “nothing”."]
+    response = admin_client.get(url, {"side": "c"})
+    assert response.status_code == 400 and b"side: expected a or b" in response.content
+
+
+def test_the_picker_escapes_what_a_trace_named_its_scenario_and_label(admin_client):
+    run = RunFactory(scenario=SCRIPT, label=SCRIPT, policy_name="starter")
+    RunFactory(scenario=SCRIPT, policy_name="structured")
     response = admin_client.get(reverse("tracer:compare"))
     assert SCRIPT not in response.content.decode()
     doc = page(response)
     assert all(script.get("src") for script in doc.select("script"))
-    assert doc.one("select[name=a] optgroup")["label"] == SCRIPT
-    assert doc.one(f"select[name=a] option[value='{run.pk}']").text.endswith(SCRIPT)
+    assert doc.one(".suggested-pairs li strong").text == SCRIPT
+    response = admin_client.get(reverse("tracer:compare-suggest"), {"side": "a", "a": ""})
+    assert SCRIPT not in response.content.decode()
+    assert page(response).one(f"button[data-run='{run.pk}']").text.startswith(f"#{run.pk} · starter")
 
 
 def test_the_picker_compares_the_two_runs_picked(admin_client):
     a, b = refund_too_old_starter(), refund_too_old_structured()
     doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk})
-    assert [o["value"] for o in doc.select("form.compare-picker option[selected]")] == [str(a.pk), str(b.pk)]
+    assert [i["value"] for i in doc.select("form.compare-picker input[type=text]")] == [str(a.pk), str(b.pk)]
     assert len(doc.select(".compare-heads .run-card")) == 2
 
 
@@ -360,7 +390,7 @@ def test_compare_names_the_missing_run_field(admin_client):
     RunFactory()
     doc = get(admin_client, reverse("tracer:compare"), {"a": "7"})
     assert doc.texts(".error") == ["Run B: pick a run"]
-    assert doc.one("select[name=b]")["aria-invalid"] == "true"
+    assert doc.one("input[name=b]")["aria-invalid"] == "true"
     a = RunFactory()
     doc = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": a.pk})
     assert [e for e in doc.texts(".error") if e.startswith("Run B: pick a different run from run A")]
@@ -372,7 +402,7 @@ def test_compare_of_an_unknown_run_says_which_run_is_not_there(admin_client):
     assert response.status_code == 404
     doc = page(response)
     assert doc.texts(".error") == ["Run B: there is no run #99999"]
-    assert doc.one("form.compare-picker option[selected]")["value"] == str(a.pk)  # the picker to choose again
+    assert doc.one("form.compare-picker input[name=a]")["value"] == str(a.pk)  # the picker to choose again
 
 
 # --- policies --------------------------------------------------------------------------------

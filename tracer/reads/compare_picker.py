@@ -1,5 +1,5 @@
-"""Reads of the compare picker: the newest runs (and the pair on show) grouped by scenario, and which asked-for ids
-no run has."""
+"""Reads of the compare picker: its typeahead's runs, the pairs it suggests (one scenario under two policies),
+and which asked-for ids no run has."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from django.db.models import Q
+
 from ..models import Run
 
-COMPARE_CHOICES = 200  # the picker offers this many of the newest runs; the runs list ticks any two
+COMPARE_CHOICES = 200  # suggested pairs are found among this many of the newest runs
 
 
 class RunChoice(NamedTuple):
@@ -36,21 +38,60 @@ CHOICE_FIELDS = ("id", "scenario", "policy_name", "status", "verdict", "review__
 CHOICE_FIELDS += ("source", "model_backend", "model_name", "label")
 
 
-def compare_choices(*, include: Iterable[Run] = ()) -> list[tuple[str, list[RunChoice]]]:
-    """The newest runs, and ``include`` (the pair on show), grouped by scenario: (scenario, runs)
-    sorted by scenario, newest run first in each, with a reviewer's override of its verdict. One query,
-    read as tuples (200 runs built as model instances with their reviews took 7 ms of CPU a compare)."""
-    newest = Run.objects.order_by("-pk").values_list(*CHOICE_FIELDS)[:COMPARE_CHOICES]
-    runs = {row[0]: RunChoice(*row[:5], row[5] or "", *row[6:]) for row in newest}
-    for run in include:
-        if run.pk not in runs:
-            override = getattr(getattr(run, "review", None), "verdict_override", "") or ""
-            fields = (run.scenario, run.policy_name, run.status, run.verdict, override)
-            runs[run.pk] = RunChoice(run.pk, *fields, run.source, run.model_backend, run.model_name, run.label)
-    groups: dict[str, list[RunChoice]] = defaultdict(list)
-    for run in sorted(runs.values(), key=lambda r: -r.pk):
-        groups[run.scenario or "unknown scenario"].append(run)
-    return sorted(groups.items())
+SUGGESTIONS = 12  # the typeahead's answers
+PAIRS_SHOWN = 8  # suggested pairs
+
+
+def _choices(rows: Iterable[tuple]) -> list[RunChoice]:
+    return [RunChoice(*row[:5], row[5] or "", *row[6:]) for row in rows]
+
+
+def run_suggestions(*, text: str) -> list[RunChoice]:
+    """The compare picker's typeahead: the newest runs whose id is ``text`` (``#12`` or ``12``) or whose
+    scenario, policy or label holds it; the newest runs for no text. One query."""
+    runs = Run.objects.order_by("-pk")
+    text = text.strip()
+    if text:
+        number = text.removeprefix("#")
+        match = Q(scenario__icontains=text) | Q(policy_name__icontains=text) | Q(label__icontains=text)
+        if number.isdigit() and len(number) <= 18:
+            match |= Q(pk=int(number))
+        runs = runs.filter(match)
+    return _choices(runs.values_list(*CHOICE_FIELDS)[:SUGGESTIONS])
+
+
+class SuggestedPair(NamedTuple):
+    """Two finished runs of one scenario under two policies: the newest of each policy."""
+
+    scenario: str
+    a: RunChoice
+    b: RunChoice
+
+
+def suggested_pairs() -> list[SuggestedPair]:
+    """Pairs worth comparing among the newest finished runs: in each scenario, the newest run of its
+    newest policy beside the newest run of each other policy; the newest pairs first. One query."""
+    newest = (
+        Run.objects.filter(status=Run.Status.FINISHED)
+        .exclude(scenario="")
+        .exclude(policy_name="")
+        .order_by("-pk")
+        .values_list(*CHOICE_FIELDS)[:COMPARE_CHOICES]
+    )
+    by_scenario: dict[str, dict[str, RunChoice]] = defaultdict(dict)
+    for run in _choices(newest):  # newest first: the first run of a policy is its newest
+        by_scenario[run.scenario].setdefault(run.policy_name, run)
+    pairs = []
+    for scenario, runs in by_scenario.items():
+        first, *others = runs.values()
+        # A is the older run, as the runs list's two ticked boxes make it.
+        pairs += [SuggestedPair(scenario, *sorted((first, other), key=lambda r: r.pk)) for other in others]
+    pairs.sort(key=lambda pair: -max(pair.a.pk, pair.b.pk))
+    return pairs[:PAIRS_SHOWN]
+
+
+def runs_exist() -> bool:
+    return Run.objects.exists()
 
 
 def run_ids_missing(*, ids: Iterable[int]) -> set[int]:

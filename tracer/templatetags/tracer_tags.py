@@ -300,7 +300,7 @@ def filter_fields(form: forms.Form, skip: str = "", grow: str = "") -> str:
 
 
 def _option_text(run: Any) -> str:
-    """A run (``reads.compare_picker.RunChoice``) as the compare picker's option says it, escaped: id, policy,
+    """A run (``reads.compare_picker.RunChoice``) as the compare picker says it, escaped: id, policy,
     status, verdict (a reviewer's override beside the judge's), backend and label."""
     override = run.verdict_override
     text = f"#{run.pk} · {run.policy_name or 'unknown policy'} · {run.status}"
@@ -310,20 +310,9 @@ def _option_text(run: Any) -> str:
 
 
 @register.simple_tag
-def run_options(choices: list[tuple[str, list[Any]]], chosen: Any) -> str:
-    """The compare picker's runs (``reads.compare_picker.compare_choices``) as ``<optgroup>``s of ``<option>``s,
-    ``chosen`` selected, in one call: the two pickers' 400 options through the template took 42 ms of
-    CPU a request, more than the rest of the page; this 1 to 2 ms. Every text from a run goes through
-    ``escape``."""
-    chosen = "" if chosen is None else str(chosen)
-    parts = []
-    for scenario, runs in choices:
-        parts.append(f'<optgroup label="{_escape(scenario)}">')
-        for run in runs:
-            pk = str(int(run.pk))
-            parts.append(f'<option value="{pk}"{" selected" if pk == chosen else ""}>{_option_text(run)}</option>')
-        parts.append("</optgroup>")
-    return mark_safe("".join(parts))  # each text escaped, each value an id
+def run_choice_text(run: Any) -> str:
+    """A run as the compare picker's typeahead and suggested pairs name it (``_option_text``), escaped."""
+    return mark_safe(_option_text(run))  # escaped by _option_text
 
 
 def _escape(value: Any) -> str:
