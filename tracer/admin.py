@@ -8,9 +8,10 @@ import logging
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
+from . import diagnosis
 from .forms import BoundedJSONField
 from .models import Experiment, PolicyVariant, Run, Step, StopReview
 
@@ -82,7 +83,10 @@ class ExperimentAdmin(admin.ModelAdmin):
 
     def _archive(self, request, queryset, when, what: str) -> None:
         experiments = list(queryset)
-        Experiment.objects.filter(pk__in=[e.pk for e in experiments]).update(archived_at=when)
+        with transaction.atomic():
+            Experiment.objects.filter(pk__in=[e.pk for e in experiments]).update(archived_at=when)
+            # the Tools and Findings pages' rollups leave an archived experiment's runs out
+            diagnosis.experiment_runs_rediagnose(experiment_ids=[e.pk for e in experiments])
         for experiment in experiments:
             self.log_change(request, experiment, f"{what.capitalize()}.")
             logger.warning(

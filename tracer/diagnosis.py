@@ -12,6 +12,10 @@ number of runs.
 ``tracer.recording`` calls it wherever a run ends (``run_finish``, ``runs_record_many``,
 ``imported_run_rewrite``); ``findings_recompute`` rebuilds everything after a rule change.
 
+A run of an archived experiment keeps its findings (its own page shows them) but adds nothing to the
+rollups, as the matrix and the runs list leave it out: archiving an experiment or bringing it back
+diagnoses its runs again (``experiment_runs_rediagnose``), which takes back or adds what they count.
+
 A failing run is one its judge failed, or, unjudged, one that ended other than with a final answer or
 whose last tool call failed: its signature is that last failed call's tool, category and message
 template, and the run's stop reason.
@@ -68,6 +72,7 @@ _RUN_FIELDS = (
     "created_at",
     "started_at",
     "rolled_up",
+    "experiment__archived_at",
 )
 STEP_FIELDS = (
     "run_id",
@@ -104,6 +109,7 @@ class Stored:
     verdict: str
     rolled_up: dict[str, Any]
     finished: bool
+    archived: bool = False  # of an archived experiment: counted in no rollup
 
 
 def step_event(row: dict[str, Any]) -> StepEvent:
@@ -224,6 +230,7 @@ def runs_stored(run_ids: Sequence[int]) -> list[Stored]:
                 row["verdict"],
                 row["rolled_up"],
                 row["status"] == Run.Status.FINISHED,
+                row["experiment__archived_at"] is not None,
             )
         )
     return out
@@ -508,6 +515,8 @@ def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
     seen: list[TemplateSeen] = []
     for s, (findings, contribution, templates) in zip(stored, results, strict=True):
         rows += [_finding_row(s, f, k) for k, f in enumerate(findings)]
+        if s.archived:
+            continue
         seen += templates
         for tool, counts in contribution.tools.items():
             total = tool_rows.setdefault((tool[:200], *s.scope), dict.fromkeys(TOOL_COUNTS, 0))
@@ -585,7 +594,7 @@ def _runs_mark(stored: Sequence[Stored], results) -> None:
             s.run_id,
             ",".join(dict.fromkeys(f.kind for f in findings))[:400],
             RULE_SET if s.finished else "",
-            orjson.dumps(contribution.to_dict() if s.finished else {}).decode(),
+            orjson.dumps(contribution.to_dict() if s.finished and not s.archived else {}).decode(),
             _stop_key(s),
         )
         for s, (findings, contribution, _) in zip(stored, results, strict=True)
@@ -625,6 +634,17 @@ def findings_recompute(*, batch: int = 500, progress: Callable[[int, int], None]
         if progress is not None:
             progress(start + len(ids[start : start + batch]), len(ids))
     return done
+
+
+def experiment_runs_rediagnose(*, experiment_ids: Sequence[int], batch: int = 500) -> int:
+    """Diagnose again the finished runs of these experiments, just archived or brought back, so the
+    rollups leave them out or count them again; the number diagnosed."""
+    ids = list(
+        Run.objects.filter(experiment_id__in=list(experiment_ids), status=Run.Status.FINISHED)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    return sum(runs_diagnose(run_ids=ids[start : start + batch]) for start in range(0, len(ids), batch))
 
 
 def runs_diagnose_safely(*, run_ids: Sequence[int]) -> None:

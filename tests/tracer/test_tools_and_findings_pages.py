@@ -6,9 +6,10 @@ import pytest
 from django.urls import reverse
 
 from tests.dom import page
+from tests.factories import ExperimentFactory
 from tracer.execution import run_execute
 from tracer.experiments import run_create
-from tracer.models import PolicyVariant
+from tracer.models import Finding, PolicyVariant
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
@@ -88,6 +89,35 @@ def test_the_findings_page_counts_each_kind_with_its_top_tools_and_lists_its_run
     assert listed == [reverse("tracer:run", args=[r.pk]) + "#step-1" for r in reversed(runs[:2])]
     other = page(admin_client.get(reverse("tracer:findings"), {"kind": "empty-as-error"}, headers=HTMX))
     assert [a.text for a in other.select(".finding-runs li > a")] == [f"run #{runs[2].pk}"]
+
+
+def test_an_archived_experiments_runs_leave_both_pages_and_come_back_with_it(admin_client):
+    trial = ExperimentFactory(name="old trial")
+    archived = run_execute(
+        run_id=run_create(
+            scenario="refund-too-old", policy=PolicyVariant.objects.get(name="starter"), experiment=trial
+        ).pk
+    )
+    kept = execute("refund-too-old", "starter")
+    changelist = reverse("admin:tracer_experiment_changelist")
+
+    def shown():
+        tools = page(admin_client.get(reverse("tracer:tools")))
+        card = tool_card(tools, "process_refund")
+        calls = dict(zip(card.texts("dl.figures dt"), card.texts("dl.figures dd"), strict=True))
+        findings = page(admin_client.get(reverse("tracer:findings")))
+        runs = [a["href"] for a in findings.select("#finding-list .finding-runs li > a")]
+        counts = findings.one("#kind-retried-refusal").texts("td.num")[:2]
+        return calls["Calls"], counts, runs
+
+    link = reverse("tracer:run", args=[kept.pk]) + "#step-1"
+    both = [reverse("tracer:run", args=[archived.pk]) + "#step-1", link]
+    assert shown() == ("2 in 2 runs", ["2", "2"], sorted(both, reverse=True))
+    admin_client.post(changelist, {"action": "archive", "_selected_action": [trial.pk]})
+    assert shown() == ("1 in 1 run", ["1", "1"], [link])
+    assert Finding.objects.filter(run=archived).exists()  # its own page still shows its findings
+    admin_client.post(changelist, {"action": "unarchive", "_selected_action": [trial.pk]})
+    assert shown() == ("2 in 2 runs", ["2", "2"], sorted(both, reverse=True))
 
 
 def test_patterns_group_failing_runs_by_signature_largest_first_with_their_share(admin_client):

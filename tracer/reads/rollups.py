@@ -18,6 +18,8 @@ from django.db.models import Q
 
 from agents import prices
 
+from .common import not_archived
+
 CHART_DAYS = 30  # the charts show at most this many days: the last ones of the scope
 
 
@@ -45,8 +47,9 @@ class Scope:
         return q
 
     def finding_q(self) -> Q:
-        """The same scope over ``Finding`` rows, which copy their run's scope."""
-        q = Q()
+        """The same scope over ``Finding`` rows, which copy their run's scope; outside archived
+        experiments, whose runs the rollups leave out too."""
+        q = not_archived("run__")
         for name, column in (("source", "source"), ("scenario", "scenario"), ("policy", "policy_name")):
             value = getattr(self, name)
             if value:
