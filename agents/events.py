@@ -8,6 +8,7 @@ values these events carry (stop reasons, step kinds, categories) are spelled in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from typing import Any, Protocol, TypeVar
@@ -142,6 +143,25 @@ class StepEvent:
 
 
 STEP_FIELDS = tuple(f.name for f in fields(StepEvent))
+
+
+def failed_steps(steps: Iterable[StepEvent]) -> int:
+    """The steps among ``steps`` whose tool_result told the model it failed (``is_error``): a run's
+    errors, as every page counts them."""
+    return sum(1 for s in steps if s.is_error)
+
+
+def failed_attempts(steps: Iterable[StepEvent]) -> int:
+    """The tool attempts among ``steps`` that failed, whether or not a retry then worked: a run's
+    failed attempts, beside its failed steps (the steps whose tool_result was an error). A retried 503
+    that then worked is one failed attempt and no failed step."""
+    return sum(1 for s in steps for a in s.attempts if not a.ok)
+
+
+def failures_words(failed_steps: int, failed_attempts: int) -> str:
+    """A run's failures as every page and command words them: "0 failed steps, 1 failed attempt"."""
+    steps = f"{failed_steps} failed step{'' if failed_steps == 1 else 's'}"
+    return f"{steps}, {failed_attempts} failed attempt{'' if failed_attempts == 1 else 's'}"
 
 
 @dataclass

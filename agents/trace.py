@@ -5,7 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from .events import Attempt, ModelAttempt, RunEnd, RunStart, StepEvent, is_model_retry
+from .events import (
+    Attempt,
+    ModelAttempt,
+    RunEnd,
+    RunStart,
+    StepEvent,
+    failed_attempts,
+    failed_steps,
+    failures_words,
+    is_model_retry,
+)
 from .redaction import Redactor
 from .vocabulary import MODEL_JUDGE_LABEL, ErrorCategory, StepKind, StopReason
 
@@ -156,6 +166,7 @@ class PrintRecorder:
         self.out = out
         self.indent = indent
         self.redactor = Redactor.from_environ()
+        self.steps: list[StepEvent] = []  # for the run's failures, printed with its end
 
     def _print(self, text: str) -> None:
         for line in self.redactor.text(text).splitlines():
@@ -172,9 +183,13 @@ class PrintRecorder:
             self._print(model_call)
         if step.kind != StepKind.FINAL_ANSWER:
             self._print(format_step(step))
+        self.steps.append(step)
 
     def run_finished(self, end: RunEnd) -> None:
+        tool_calls = sum(1 for s in self.steps if s.kind == StepKind.TOOL_USE)
+        failures = failures_words(failed_steps(self.steps), failed_attempts(self.steps))
         self._print(format_end(end))
+        self._print(f"tool calls: {tool_calls} ({failures})")
 
     def child(self, *, label: str) -> PrintRecorder:
         self._print(f"  [{label}]")

@@ -232,6 +232,7 @@ def refund_too_old_starter(**run_fields) -> Run:
             "step_count": 2,
             "tool_call_count": 1,
             "error_count": 1,
+            "failed_attempt_count": 3,
             "retry_count": 2,
             "wasted_retry_count": 2,
             "input_tokens": 400,
@@ -255,6 +256,7 @@ def refund_too_old_structured(**run_fields) -> Run:
             "step_count": 2,
             "tool_call_count": 1,
             "error_count": 1,
+            "failed_attempt_count": 1,
             "input_tokens": 300,
             "output_tokens": 80,
             **run_fields,
@@ -267,7 +269,9 @@ def refund_too_old_structured(**run_fields) -> Run:
 
 def run_with_steps(n: int, **run_fields) -> Run:
     """A run of ``n`` steps: failing lookups, then a final answer."""
-    run = RunFactory(**{"step_count": n, "tool_call_count": n - 1, "error_count": n - 1, **run_fields})
+    run = RunFactory(
+        **{"step_count": n, "tool_call_count": n - 1, "error_count": n - 1, "failed_attempt_count": n - 1, **run_fields}
+    )
     steps_add(run, [*(lookup_failure(i) for i in range(1, n)), final_step(n, "Gave up.")])
     return run
 

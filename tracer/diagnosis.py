@@ -40,8 +40,8 @@ from agents.diagnosis import lint
 from agents.diagnosis.calls import Call, Trace, failure_of, found_nothing, trace_read, wasted_try
 from agents.diagnosis.kinds import RULE_SET
 from agents.diagnosis.rules import REFUSALS, RULES, Finding, price_findings
-from agents.events import Attempt, RunEnd, RunStart, StepEvent, Verdict
-from agents.vocabulary import ErrorCategory, StopReason
+from agents.events import Attempt, RunEnd, RunStart, StepEvent, Verdict, failed_attempts
+from agents.vocabulary import ErrorCategory, StepKind, StopReason
 
 from .models import Finding as FindingRow
 from .models import FindingDay, MessageTemplate, PatternDay, Run, Step, TemplateDay, ToolDay
@@ -347,6 +347,9 @@ def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
                 if len(call.attempts) > 2:
                     c["third_tries"] += 1
                     c["third_ok"] += int(call.attempts[2].ok)
+    for step in trace.steps:
+        if step.kind == StepKind.TOOL_USE and (n := failed_attempts([step])):
+            counts[step.tool_name or ""]["failed_attempts"] += n
     for c in counts.values():
         c["runs"] = 1
     return counts

@@ -850,7 +850,8 @@ class Difference:
 
 SUMMARY_FIELDS = (
     ("tool calls", "tool_call_count"),
-    ("errors", "error_count"),
+    ("failed steps", "error_count"),
+    ("failed attempts", "failed_attempt_count"),
     ("retries", "retry_count"),
     ("retries spent on non-retryable errors", "wasted_retry_count"),
     ("tokens", "total_tokens"),

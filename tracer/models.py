@@ -599,6 +599,8 @@ class ToolDay(Scoped):
     runs = models.PositiveIntegerField(default=0)
     calls = models.PositiveIntegerField(default=0)  # calls the model made
     failed = models.PositiveIntegerField(default=0)  # calls whose tool_result was an error
+    # the calls' attempts that failed, whether or not a retry then worked (agents.events.failed_attempts)
+    failed_attempts = models.PositiveIntegerField(default=0)
     failed_validation = models.PositiveIntegerField(default=0)
     failed_transient = models.PositiveIntegerField(default=0)
     failed_permission = models.PositiveIntegerField(default=0)

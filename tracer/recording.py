@@ -39,7 +39,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from agents.diagnosis.calls import step_repeats, wasted_repeat
-from agents.events import RunAborted, RunEnd, RunStart, StepEvent, model_retries
+from agents.events import RunAborted, RunEnd, RunStart, StepEvent, failed_attempts, failed_steps, model_retries
 from agents.redaction import NotJSON
 
 from . import diagnosis
@@ -254,8 +254,8 @@ def _counter_values(steps: Sequence[StepEvent], *, searches: Sequence[str], wast
     return {
         "step_count": len(steps),
         "tool_call_count": sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
-        "error_count": sum(1 for s in steps if s.is_error),
-        "failed_attempt_count": sum(1 for s in steps for a in s.attempts if not a.ok),
+        "error_count": failed_steps(steps),
+        "failed_attempt_count": failed_attempts(steps),
         "retry_count": sum(s.retry_count for s in steps),
         "wasted_retry_count": sum(_wasted_retries(s) for s in steps) + wasted_repeats,
         "model_retry_count": sum(model_retries(s.model_attempts) for s in steps),

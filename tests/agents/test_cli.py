@@ -31,7 +31,9 @@ def test_run_prints_the_backend_label_the_trace_the_verdict_and_then_the_finding
         'answer does not claim a refund ✓ ("wasn\'t able to refund"); answer gives no reason the world contradicts ✓; '
         "answer gives the 30-day window (within 12%) ✗; answer gives the order's age, 239 days (within 12%) ✗"
     )
-    assert lines[verdict + 2] == "findings: 2"
+    # the harness tried the refund three times: one failed step, three failed attempts
+    assert lines[verdict + 1] == "tool calls: 1 (1 failed step, 3 failed attempts)"
+    assert lines[verdict + 3] == "findings: 2"
 
 
 def test_sub_agent_runs_are_printed_indented_where_they_happen():

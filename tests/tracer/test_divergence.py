@@ -214,6 +214,7 @@ def test_run_differences_name_every_summary_measure():
             error_count=1,
             retry_count=0,
             wasted_retry_count=0,
+            failed_attempt_count=0,
             total_tokens=100,
             stop_reason="final_answer",
             verdict="pass",
@@ -221,11 +222,13 @@ def test_run_differences_name_every_summary_measure():
         )
         return SimpleNamespace(**{**base, **kw})
 
-    diffs = run_differences(run(retry_count=2, wasted_retry_count=2, verdict="fail"), run())
+    # a retried 503 that then worked: a failed attempt, no failed step
+    diffs = run_differences(run(retry_count=2, wasted_retry_count=2, failed_attempt_count=1, verdict="fail"), run())
 
     assert [d.label for d in diffs] == [
         "tool calls",
-        "errors",
+        "failed steps",
+        "failed attempts",
         "retries",
         "retries spent on non-retryable errors",
         "tokens",
@@ -233,7 +236,12 @@ def test_run_differences_name_every_summary_measure():
         "verdict",
         "final answer",
     ]
-    assert [d.label for d in diffs if d.differs] == ["retries", "retries spent on non-retryable errors", "verdict"]
+    assert [d.label for d in diffs if d.differs] == [
+        "failed attempts",
+        "retries",
+        "retries spent on non-retryable errors",
+        "verdict",
+    ]
 
 
 # --- the settings behind a split: real simulated runs of the lessons' scenarios -------------------

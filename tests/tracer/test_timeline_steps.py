@@ -38,7 +38,15 @@ def test_a_tool_step_shows_its_call_attempts_model_call_result_and_sub_agents(ad
     refused = tool_step(2, [failed_attempt(1)], input={"order_id": "0871"}, result_content={"error": "too old"})
     StepFactory(run=run, event=refused)
     StepFactory(run=run, event=final_step(3, "Refund refused:\nthe order is 239 days old."))
-    stock = RunFactory(parent=run, parent_step=1, label="check stock", step_count=2, error_count=1, retry_count=1)
+    stock = RunFactory(
+        parent=run,
+        parent_step=1,
+        label="check stock",
+        step_count=2,
+        error_count=1,
+        failed_attempt_count=2,
+        retry_count=1,
+    )
     warehouse = RunFactory(
         parent=run, parent_step=1, label="from the warehouse", source=Run.Source.OTLP, model_backend="imported"
     )
@@ -76,7 +84,7 @@ def test_a_tool_step_shows_its_call_attempts_model_call_result_and_sub_agents(ad
     ]
     assert children[0].one(".badge.sim").text == "simulated"
     assert children[1].one(".badge.imported").text.startswith("imported · OTLP")
-    assert "2 steps · 1 error · 1 retry · tokens 0 in · 0 out" in children[0].one(".meta").text
+    assert "2 steps · 1 failed step, 2 failed attempts · 1 retry · tokens 0 in · 0 out" in children[0].one(".meta").text
 
     assert "is-error" in second.classes
     assert [b.text for b in second.select(".step-head .badge")] == ["is_error", "business", "not retryable"]

@@ -287,7 +287,8 @@ def test_compare_summarises_the_differences(admin_client):
     table = get(admin_client, reverse("tracer:compare"), {"a": a.pk, "b": b.pk}).one("table.diffs")
     assert table.texts("tbody th") == [
         "Tool calls",
-        "Errors",
+        "Failed steps",
+        "Failed attempts",
         "Retries",
         "Retries spent on non-retryable errors",
         "Tokens",
@@ -296,6 +297,7 @@ def test_compare_summarises_the_differences(admin_client):
         "Final answer",
     ]
     assert table.texts("tr.differs th") == [
+        "Failed attempts",  # three failed tries against one
         "Retries",
         "Retries spent on non-retryable errors",
         "Tokens",

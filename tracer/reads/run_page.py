@@ -199,7 +199,8 @@ class SubAgents:
 # columns read of each (a query deferring the heavy columns cost more to build than one naming these).
 SUB_AGENT_FIELDS = (
     *("id", "parent", "parent_step", "label", "status", "stop_reason", "source", "source_detail"),
-    *("model_backend", "model_name", "step_count", "error_count", "retry_count", "input_tokens"),
+    *("model_backend", "model_name", "step_count", "error_count", "failed_attempt_count", "retry_count"),
+    "input_tokens",
     *("output_tokens", "started_at", "finished_at"),
 )
 

@@ -36,6 +36,7 @@ class RunRow(NamedTuple):
     final_answer: str
     step_count: int
     error_count: int
+    failed_attempt_count: int
     retry_count: int
     wasted_retry_count: int
     created_at: datetime

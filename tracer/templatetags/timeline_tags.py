@@ -19,6 +19,7 @@ from django.urls import get_script_prefix
 from django.utils.formats import localize
 from django.utils.safestring import SafeString, mark_safe
 
+from agents.events import failures_words
 from agents.vocabulary import ErrorFormat, StepKind
 from tracer.models import Run
 
@@ -289,12 +290,13 @@ def sub_agents_of_step(index: int, children: list[Run], *, run_url: str) -> str:
         stop = child.stop_reason
         stop = f'<span class="stop {e(stop)}">{e(STOP_LABELS.get(stop, stop))}</span>' if stop else ""
         took = f" · {e(seconds(child.duration_s))}" if child.duration_s is not None else ""
-        steps, errors, retries = int(child.step_count), int(child.error_count), int(child.retry_count)
+        steps, retries = int(child.step_count), int(child.retry_count)
+        failures = failures_words(int(child.error_count), int(child.failed_attempt_count))
         rows.append(
             f'<li class="sub-agent">\n<a href="{e(run_url.format(pk))}">#{pk} {e(child.label or "sub-agent")}</a>\n'
             f"{backend_badge(child)}\n"
             f'<span class="status {e(child.status)}">{e(child.status)}</span>\n{stop}\n'
-            f'<span class="meta">{steps} step{_plural(steps)} · {errors} error{_plural(errors)} · '
+            f'<span class="meta">{steps} step{_plural(steps)} · {failures} · '
             f"{retries} retr{_plural(retries, 'y,ies')} · tokens {int(child.input_tokens)} in · "
             f"{int(child.output_tokens)} out{took}</span>\n</li>"
         )

@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
 from django.utils.timezone import get_current_timezone
 
+from agents.events import failures_words
 from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
 from tracer.json_tree import json_tree as _json_tree
@@ -341,6 +342,32 @@ def run_url(pk: Any) -> str:
     return _run_url(get_script_prefix()).format(int(pk))
 
 
+FAILED_ATTEMPTS_TITLE = "failed attempts: tool tries that failed, whether or not a retry then worked"
+
+
+def _failed_attempts_note(run: Any) -> str:
+    """Beside a run's failed steps, its failed attempts when the two differ (a retry that then worked
+    leaves a failed attempt and no failed step)."""
+    attempts = int(run.failed_attempt_count)
+    if attempts == int(run.error_count):
+        return ""
+    words = f"{attempts} failed attempt{'' if attempts == 1 else 's'}"
+    return f' <span class="muted failed-attempts" title="{FAILED_ATTEMPTS_TITLE}">({words})</span>'
+
+
+@register.simple_tag
+def errors_cell(run: Any) -> SafeString:
+    """A run's errors cell, as every list of runs shows it: its failed steps, and its failed attempts
+    beside them when they differ (``agents.events.failed_steps``, ``failed_attempts``)."""
+    return SafeString(f"{int(run.error_count)}{_failed_attempts_note(run)}")  # ints and a fixed text
+
+
+@register.filter
+def failures(run: Any) -> str:
+    """A run's failures in words: "0 failed steps, 1 failed attempt" (``agents.events.failures_words``)."""
+    return failures_words(int(run.error_count), int(run.failed_attempt_count))
+
+
 @register.simple_tag(takes_context=True)
 def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     """One row of the runs list (its ``<tr id="run-row-N">``), made in one call: fifty rows through
@@ -391,7 +418,7 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
         f"<td>{e(run.scenario or 'unknown')}{label}</td><td>{e(run.policy_name or 'unknown')}</td>"
         f"<td>{_badge(run)}</td>"
         f'<td><span class="status {status}">{status}</span></td>'
-        f'<td class="num">{int(run.step_count)}</td><td class="num">{int(run.error_count)}</td>'
+        f'<td class="num">{int(run.step_count)}</td><td class="num">{errors_cell(run)}</td>'
         f'<td class="num">{int(run.retry_count)}{wasted}</td>'
         f'<td>{stop}</td><td>{verdict}</td><td class="findings-cell">{findings}</td><td class="nowrap">{when}</td>'
         f'<td class="excerpt"><span title="{e(_cut(answer, 400))}">{e(_cut(answer, 160))}</span></td></tr>'
