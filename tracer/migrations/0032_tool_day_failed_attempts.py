@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tracer", "0029_step_repeat_of"),
+        ("tracer", "0031_clean_error_text"),
     ]
 
     operations = [
