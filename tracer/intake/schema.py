@@ -88,6 +88,8 @@ class AttemptIn(_Schema):
     is_error: StrictBool | None = None  # the tool_result's is_error for this attempt, when known
     transport: Annotated[str, Field(max_length=40)] | None = None  # how the harness reached the tool (e.g. mcp)
     mcp_result: dict[str, Any] | None = None  # over MCP: the CallToolResult as the wire spells it (isError)
+    # what the policy's clean_error_text took out of the failure's text before the model read it
+    removed: list[Annotated[str, Field(max_length=100)]] = Field(default_factory=list)
 
     def to_attempt(self) -> Attempt:
         # from_dict keeps the fields this version of Attempt has: a newer document still loads.

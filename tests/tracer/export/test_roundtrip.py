@@ -13,10 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from agents.diagnosis.calls import step_repeats
 from agents.events import Attempt, model_retries
 from agents.vocabulary import ErrorCategory, StopReason
 from tracer.export import document as export_document
 from tracer.intake import files
+from tracer.intake.schema import StepIn
 
 pytestmark = pytest.mark.django_db
 
@@ -67,6 +69,8 @@ def attempts(draw) -> list[dict]:
             out[-1]["transport"] = draw(st.none() | st.sampled_from(["in_process", "mcp"]))
         if "mcp_result" in ATTEMPT_FIELDS:
             out[-1]["mcp_result"] = draw(st.none() | st.dictionaries(KEYS, json_values, max_size=2))
+        if "removed" in ATTEMPT_FIELDS:
+            out[-1]["removed"] = draw(st.lists(st.sampled_from(["a stack trace", "SQL", "a hostname"]), max_size=2))
     return out
 
 
@@ -200,6 +204,17 @@ def as_json(value):
     return json.loads(json.dumps(value))
 
 
+def repeats_of(steps: list[dict]) -> list[int | None]:
+    """Each step's ``repeat_of`` by ``agents.diagnosis.calls.step_repeats`` (the Tools page's definition)."""
+    events = [StepIn.model_validate(step).to_event(index=k + 1) for k, step in enumerate(steps)]
+    marks, previous = [], None
+    for event in events:
+        repeats = event.kind == "tool_use" and step_repeats(previous, event)
+        marks.append(previous.index if repeats else None)
+        previous = event if event.kind == "tool_use" else previous
+    return marks
+
+
 def moments_equal(a: str | None, b: str | None) -> bool:
     parse = datetime.fromisoformat
     return (a is None and b is None) or parse(a.replace("Z", "+00:00")) == parse(b.replace("Z", "+00:00"))
@@ -214,7 +229,9 @@ def test_import_then_export_gives_the_same_steps_and_fields(doc):
     run.refresh_from_db()
     exported = as_json(export_document.run_export(run=run))
     assert exported["format"] == "rlt.run/1"
-    assert exported["steps"] == as_json(doc["steps"])
+    # the steps as sent, and each model repeat marked as the recorder derives it from them
+    assert [{k: v for k, v in s.items() if k != "repeat_of"} for s in exported["steps"]] == as_json(doc["steps"])
+    assert [s.get("repeat_of") for s in exported["steps"]] == repeats_of(doc["steps"])
     for name, value in as_json(doc["run"]).items():
         if name.endswith("_at"):
             assert moments_equal(exported["run"][name], value), name
