@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tracer", "0031_clean_error_text"),
+        ("tracer", "0033_write_retries"),
     ]
 
     operations = [
