@@ -2,9 +2,10 @@
 identical guard stop at once.
 
 A review holds a verdict override (pass or fail) with the reason the judge was wrong, a note and tags;
-a run a guard stopped also gets why it stopped (``StopReview.verdict``). The judge's verdict stays on
-``Run.verdict``: pages show both ("judge: fail · reviewer: pass — reason"), and what a run counts as
-(``StopReview.effective_verdict``; the policy matrix's passes) is the override where there is one.
+a run a guard stopped may also say why it stopped (``StopReview.verdict``); any one of them is a
+review. The judge's verdict stays on ``Run.verdict``: pages show both ("judge: fail · reviewer: pass
+— reason"), and what a run counts as (``StopReview.effective_verdict``; the policy matrix's passes) is
+the override where there is one.
 
 Identical stops (``stops_page.stop_signature``): the same scenario, policy and stop reason, and the same
 failing tool and error at the end. Every write checks every field first and raises one
@@ -59,8 +60,6 @@ def run_review_check(
         errors["run"] = [f"run {run.pk} is still {run.status}: review it once it has ended"]
     if verdict and verdict not in StopReview.Verdict.values:
         errors["verdict"] = [f"expected one of: {', '.join(StopReview.Verdict.values)}"]
-    elif guard_stop and not verdict:
-        errors["verdict"] = [f"say why the guard stopped it: one of {', '.join(StopReview.Verdict.labels)}"]
     elif verdict and not guard_stop:
         errors["verdict"] = [
             f"only a run a guard stopped has a stop verdict; run {run.pk} ended with {run.stop_reason}"
@@ -76,8 +75,9 @@ def run_review_check(
     for name, text in (("override_reason", override_reason), ("note", note)):
         if len(text) > MAX_TEXT:
             errors.setdefault(name, []).append(f"at most {MAX_TEXT} characters; got {len(text)}")
-    if not guard_stop and not (verdict_override or note.strip() or tags):
-        errors["__all__"] = ["nothing to save: give a verdict override with its reason, a note or tags"]
+    if not (verdict or verdict_override or note.strip() or tags):
+        why = "why it stopped, " if guard_stop else ""
+        errors["__all__"] = [f"nothing to save: give {why}a verdict override with its reason, a note or tags"]
     return errors
 
 

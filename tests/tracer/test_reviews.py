@@ -331,12 +331,20 @@ def test_reviewing_a_stop_saves_why_it_stopped_and_moves_it_to_reviewed(admin_cl
     assert not get(admin_client, reverse("tracer:stops")).select(f"#stop-{run.pk}")
 
 
-def test_a_stop_review_without_why_it_stopped_is_a_400_naming_the_field(admin_client):
+def test_a_note_alone_is_a_review_of_a_stop(admin_client):
     run = guard_stop()
-    response = admin_client.post(review_url(run), {"note": "x"}, headers=HTMX)
+    response = admin_client.post(review_url(run), {"note": "the id format is never said"}, headers=HTMX)
+    assert response.status_code == 200
+    review = StopReview.objects.get(run=run)
+    assert review.verdict == "" and review.note == "the id format is never said"
+
+
+def test_a_stop_review_with_nothing_in_it_is_a_400_saying_what_to_give(admin_client):
+    run = guard_stop()
+    response = admin_client.post(review_url(run), {"note": " "}, headers=HTMX)
     assert response.status_code == 400
     assert page(response).texts(".error") == [
-        "Why it stopped: say why the guard stopped it: one of unhelpful error message, model stuck, expected, other"
+        "nothing to save: give why it stopped, a verdict override with its reason, a note or tags"
     ]
     assert not StopReview.objects.exists()
 
