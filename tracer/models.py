@@ -9,13 +9,26 @@ choices here are built from those enums, never spelled again.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from decimal import Decimal
 from enum import StrEnum
 
 from django.conf import settings as django_settings
 from django.db import models
 from django.utils import timezone
 
-from agents import vocabulary
+from agents import prices, vocabulary
+
+
+def run_cost(model_name: str, created_at: datetime | None, input_tokens: int, output_tokens: int) -> Decimal | None:
+    """What a run's tokens cost: ``model_name``'s price on the (UTC) day it started, as every page
+    and the list's stored ``cost_usd`` price it; no tokens cost nothing; None: the model has no price."""
+    if not (input_tokens or output_tokens):
+        return Decimal(0)
+    if not model_name:
+        return None
+    day = (created_at or timezone.now()).astimezone(UTC).date()
+    return prices.cost(model_name, input_tokens, output_tokens, on=day)
 
 
 def vocabulary_choices(
@@ -186,6 +199,14 @@ class Run(models.Model):
     is_error_carried = models.BooleanField(default=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    # Its duration: what its steps measured (``waterfall.step_time_s`` summed), model and tool latencies
+    # and the waits before retries, in milliseconds, and the part of it spent waiting. Not the wall
+    # clock: a pace between steps or a busy worker adds nothing. 0: no step recorded a timing.
+    measured_ms = models.FloatField(default=0)
+    waited_ms = models.FloatField(default=0)
+    # What its tokens cost in dollars (``Run.cost``), written when it ends, for the list's sort; NULL
+    # while it runs and when its model has no price.
+    cost_usd = models.FloatField(null=True, blank=True)
     # Its findings' kinds (agents.diagnosis), comma-separated in step order, written with the findings
     # when it ends (tracer/diagnosis.py), so the runs list shows them from the row; and the rule set
     # that made them, blank until it has been diagnosed.
@@ -298,6 +319,10 @@ class Run(models.Model):
                     ("steps", "step_count"),
                     ("errors", "error_count"),
                     ("retries", "retry_count"),
+                    ("verdict", "verdict"),
+                    ("stop", "stop_reason"),
+                    ("duration", "measured_ms"),
+                    ("cost", "cost_usd"),
                 )
             ),
         ]
@@ -349,6 +374,15 @@ class Run(models.Model):
             return None
         end = self.finished_at or (timezone.now() if self.is_active else None)
         return max((end - self.started_at).total_seconds(), 0.0) if end else None
+
+    @property
+    def duration_recorded(self) -> bool:
+        return self.measured_ms > 0
+
+    @property
+    def cost(self):
+        """What its tokens cost (``agents.prices.cost`` at its model's price on its day), None: unknown."""
+        return run_cost(self.model_name, self.started_at or self.created_at, self.input_tokens, self.output_tokens)
 
     @property
     def total_tokens(self) -> int:

@@ -28,23 +28,25 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, connections, router, transaction
 from django.db import models as db_models
-from django.db.models import F, Subquery, Value
+from django.db.models import Case, ExpressionWrapper, F, FloatField, Subquery, Value, When
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from agents import prices
 from agents.diagnosis.calls import step_repeats, wasted_repeat
 from agents.events import RunAborted, RunEnd, RunStart, StepEvent, failed_attempts, failed_steps, model_retries
 from agents.redaction import NotJSON
 
 from . import diagnosis
-from .models import Experiment, Run, Step
+from .models import Experiment, Run, Step, run_cost
 from .redaction import redact, redact_text, redactor
+from .waterfall import step_time_s
 
 logger = logging.getLogger(__name__)
 
@@ -251,6 +253,7 @@ def _counter_values(steps: Sequence[StepEvent], *, searches: Sequence[str], wast
     """What ``steps`` add to their run's counters, and the text they add to its ``search_text``
     (``searches``: each step's ``StepValues.search``; ``wasted_repeats``: the model's repeats among
     them that were wasted, ``_repeats``, counted with the harness's wasted retries)."""
+    times = [step_time_s(model_attempts=s.model_attempts, attempts=s.attempts) for s in steps]
     return {
         "step_count": len(steps),
         "tool_call_count": sum(1 for s in steps if s.kind == Step.Kind.TOOL_USE),
@@ -261,6 +264,8 @@ def _counter_values(steps: Sequence[StepEvent], *, searches: Sequence[str], wast
         "model_retry_count": sum(model_retries(s.model_attempts) for s in steps),
         "input_tokens": sum(s.input_tokens for s in steps),
         "output_tokens": sum(s.output_tokens for s in steps),
+        "measured_ms": round(sum(t[0] for t in times) * 1000, 3),
+        "waited_ms": round(sum(t[1] for t in times) * 1000, 3),
         "search_text": "".join(text + "\n" for text in searches if text),
     }
 
@@ -617,6 +622,19 @@ def _failed_call_retries(end: RunEnd) -> int:
 ROLLED_UP = ("input_tokens", "output_tokens", "model_retry_count")
 
 
+def _cost_expression(run: Run) -> Any:
+    """``Run.cost`` of the tokens the row holds as it ends (a coordinator's include its sub-agents'),
+    in SQL; None when its model has no price."""
+    day = (run.started_at or run.created_at or timezone.now()).astimezone(UTC).date()
+    price = prices.price(run.model_name, day) if run.model_name else None
+    if price is None:
+        return Case(When(input_tokens=0, output_tokens=0, then=Value(0.0)), default=None, output_field=FloatField())
+    per_input, per_output = float(price.input_per_mtok) / 1e6, float(price.output_per_mtok) / 1e6
+    return ExpressionWrapper(
+        F("input_tokens") * Value(per_input) + F("output_tokens") * Value(per_output), output_field=FloatField()
+    )
+
+
 def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: datetime | None = None) -> bool:
     """Store how a run ended and count it in its experiment; a sub-agent's run adds its tokens and model
     retries to its parent's (``ROLLED_UP``), so a coordinator's total is what the whole run spent (its
@@ -626,6 +644,7 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
     ``finished_at``: when the run ended, for runs recorded after the fact (imports); now by default.
     """
     fields = _end_fields(end=end, finished_at=finished_at)
+    fields["cost_usd"] = _cost_expression(run)
     verdict, now = fields["verdict"], fields["finished_at"]
     if retries := _failed_call_retries(end):
         fields["model_retry_count"] = F("model_retry_count") + retries
@@ -715,6 +734,9 @@ def _record_prepare(record: RunRecord) -> list[StepValues]:
         setattr(run, name, value)
     if run.started_at is None:
         run.started_at = timezone.now()
+    if record.end is not None:
+        cost = run_cost(run.model_name, run.started_at, run.input_tokens, run.output_tokens)
+        run.cost_usd = None if cost is None else float(cost)
     return values
 
 
@@ -779,6 +801,9 @@ _REWRITTEN = (
     "is_error_carried",
     "input_tokens",
     "output_tokens",
+    "measured_ms",
+    "waited_ms",
+    "cost_usd",
     "finished_at",
 )
 _STEP_STORED = tuple(f.attname for f in Step._meta.concrete_fields if f.attname not in ("id", "run_id", "created_at"))
@@ -833,6 +858,9 @@ def imported_run_reset(*, run: Run) -> None:
             model_retry_count=0,
             input_tokens=0,
             output_tokens=0,
+            measured_ms=0,
+            waited_ms=0,
+            cost_usd=None,
             search_text="",
             stop_reason="",
             final_answer="",

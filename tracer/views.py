@@ -39,7 +39,7 @@ from .forms import (
     ToolsFilterForm,
     add_service_errors,
 )
-from .models import ApiToken, Run, StopReview
+from .models import ApiToken, Run, StopReview, run_cost
 from .reads import (
     common,
     compare_page,
@@ -75,14 +75,20 @@ def run_list(request: HttpRequest) -> HttpResponse:
     form.offer_experiments(experiment_page.experiment_choices(selected=[experiment] if experiment else []))
     filters = form.filters()
     sort = filters.get("sort") or runs_list.DEFAULT_RUN_SORT
-    runs = runs_list.run_list(filters=filters, sort=sort)
-    page = runs_list.run_page(
-        runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE, searched=bool(filters.get("q"))
-    )
+    # a search too short to run lists nothing and says why, rather than every run under the new words
+    search_short = form.has_error("q", code="min_length")
+    if search_short:
+        page = runs_list.RunPage(runs=[], number=1, count=0, per_page=RUNS_PER_PAGE, has_next=False)
+    else:
+        runs = runs_list.run_list(filters=filters, sort=sort)
+        page = runs_list.run_page(
+            runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE, searched=bool(filters.get("q"))
+        )
     newest_first = page.number == 1 and sort == runs_list.DEFAULT_RUN_SORT
     after = max((run.pk for run in page), default=0) if newest_first else None
     active = [runs_list.run_version(run) for run in page if run.is_active]
-    context = {"form": form, "page": page, "sort": sort} | _live(request, active=active, after=after)
+    context = {"form": form, "page": page, "sort": sort, "search_short": search_short}
+    context |= _live(request, active=active, after=None if search_short else after)
     if request.htmx.target == "run-rows":
         return render(request, "tracer/run_list.html#run-rows", context)
     if request.htmx.target == "run-table":
@@ -162,6 +168,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context = {"run": run, "waterfall": run_page.run_waterfall(run=run)}
         return render(request, "tracer/run_detail.html#run-waterfall", context)
     window = run_page.step_window_first(run=run, at=common.index_or_zero(request.GET.get("at")))
+    waterfall = run_page.run_waterfall(run=run, window=window)
     findings = findings_reads.run_findings(run=run)
     context = {
         "run": run,
@@ -172,10 +179,23 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "guard_errors": run_page.run_guard_errors(run=run),
         "reruns": run_page.run_reruns(run=run),
         "sub_agents": run_page.run_sub_agents(run=run),
-        "waterfall": run_page.run_waterfall(run=run, window=window),
+        "waterfall": waterfall,
         "others": run_page.run_other_policies(run=run),
+        "wasted": _wasted(run, waterfall),
     } | _review_context()
     return render(request, "tracer/run_detail.html", context)
+
+
+def _wasted(run, waterfall) -> dict | None:
+    """The repeated failing calls the picture folds (the model calling again what had just failed the
+    same way): how many and what their tokens cost (None: no price)."""
+    if not waterfall.folded_steps:
+        return None
+    tokens = waterfall.folded_tokens
+    return {
+        "calls": waterfall.folded_steps,
+        "cost": run_cost(run.model_name, run.started_at or run.created_at, *tokens),
+    }
 
 
 @login_required

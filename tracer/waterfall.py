@@ -58,6 +58,14 @@ def seconds_text(value: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def duration_text(measured_ms: float | None) -> str:
+    """A run's duration (``Run.measured_ms``) as every page writes it; "not recorded" when no step
+    recorded a timing (a transcript without them), never a made-up "0.0 ms"."""
+    if not measured_ms or measured_ms <= 0:
+        return "not recorded"
+    return seconds_text(measured_ms / 1000)
+
+
 @dataclass
 class Segment:
     """A stretch of a row: ``kind`` is ``model``, ``model-fail``, ``ok``, ``fail`` (something ran) or
@@ -89,6 +97,7 @@ class Row:
     waited_s: float = 0.0
     failed: bool = False
     folded: int = 0
+    folded_tokens: tuple[int, int] = (0, 0)  # the model tokens (in, out) the folded repeats spent
     y: int = 0
 
     @property
@@ -171,6 +180,11 @@ class Waterfall:
     @property
     def waited_s(self) -> float:
         return sum(r.waited_s for r in self.rows)
+
+    @property
+    def folded_tokens(self) -> tuple[int, int]:
+        """The model tokens (in, out) spent on the folded repeats: the calls that could only fail again."""
+        return sum(r.folded_tokens[0] for r in self.rows), sum(r.folded_tokens[1] for r in self.rows)
 
     @property
     def svg(self) -> SafeString:
@@ -281,7 +295,11 @@ class Waterfall:
 
     @property
     def summary(self) -> str:
-        parts = [f"{self.steps} step{'s' if self.steps != 1 else ''} in {seconds_text(self.total_s)} of measured time"]
+        steps = f"{self.steps} step{'s' if self.steps != 1 else ''}"
+        if self.total_s <= 0:
+            parts = [f"{steps}; their timings were not recorded"]
+        else:
+            parts = [f"{steps} in {seconds_text(self.total_s)}"]
         if self.waited_s:
             parts.append(f"{seconds_text(self.waited_s)} of it waiting between attempts")
         if self.folded_steps:
@@ -296,6 +314,26 @@ def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         return 0.0
     return float(value)
+
+
+def _value(attempt: Any, name: str) -> Any:
+    return attempt.get(name) if isinstance(attempt, dict) else getattr(attempt, name, None)
+
+
+def step_time_s(*, model_attempts: Any, attempts: Any) -> tuple[float, float]:
+    """What a step measured, in seconds, and the part of it spent waiting: its model call's attempts
+    (each after the wait before it) and its tool attempts (each after the harness's backoff). Attempts
+    are the stored dicts or ``agents.events`` attempts. The run's duration is the sum over its steps
+    (``Run.measured_ms``), the picture's axis the same sum, so the two always agree."""
+    total = waited = 0.0
+    for group, wait_name in ((model_attempts, "wait_s"), (attempts, "backoff_s")):
+        for a in group if isinstance(group, list) else []:
+            if not isinstance(a, dict) and not hasattr(a, "latency_ms"):
+                continue
+            wait = _number(_value(a, wait_name))
+            total += wait + _number(_value(a, "latency_ms")) / 1000
+            waited += wait
+    return total, waited
 
 
 def _attempt_segments(attempts: Any, *, model: bool) -> list[Segment]:
@@ -330,9 +368,9 @@ def _step_segments(step: Any) -> list[Segment]:
     return _attempt_segments(step.model_attempts, model=True) + _attempt_segments(step.attempts, model=False)
 
 
-def _identity(step: Any) -> str | None:
+def repeat_identity(step: Any) -> str | None:
     """What makes two failing calls identical: tool, input and the failure the model was sent. None
-    for a step that did not fail (only failing calls fold)."""
+    for a step that did not fail (only failing calls fold). The picture and the timeline fold by it."""
     if step.kind != "tool_use" or not step.is_error:
         return None
     return json.dumps([step.tool_name, step.input, step.category, step.result_content], sort_keys=True, default=str)
@@ -374,7 +412,7 @@ def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
     last_identity: str | None = None
     drawn = 0
     for step in steps:
-        identity = _identity(step)
+        identity = repeat_identity(step)
         folds = identity is not None and identity == last_identity
         if not (folds and rows[-1].folded) and len(rows) >= MAX_ROWS:
             break  # this step needs a row of its own and there is none left
@@ -393,6 +431,10 @@ def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
                 rows.append(row)
             row.last = step.index
             row.folded += 1
+            row.folded_tokens = (
+                row.folded_tokens[0] + int(step.input_tokens or 0),
+                row.folded_tokens[1] + int(step.output_tokens or 0),
+            )
             row.label = row.folded_text
             row.segments += segments
             row.attempts += attempts

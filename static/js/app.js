@@ -65,7 +65,8 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   }
 });
 
-// [data-keyboard-cards]: j and k move to the next and previous [data-card] (the stop queue), o opens
+// [data-keyboard-cards]: j and k move to the next and previous [data-card] (the stop queue, the runs
+// list's rows), o opens
 // the focused card's [data-card-link]; keys typed into a field are left alone.
 function keyboardCards(event) {
   if (event.ctrlKey || event.metaKey || event.altKey || event.target.closest("input, textarea, select")) return;
@@ -85,6 +86,18 @@ function keyboardCards(event) {
   event.preventDefault();
 }
 document.addEventListener("keydown", keyboardCards);
+
+// "/" puts the cursor in the page's [data-slash-focus] field (the runs list's search); typed into a
+// field, it is left alone.
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+  if (event.target.closest("input, textarea, select, [contenteditable]")) return;
+  const field = document.querySelector("[data-slash-focus]");
+  if (!field) return;
+  event.preventDefault();
+  field.focus();
+  field.select();
+});
 
 // A review saved on a card moves on: once its answer is swapped in, the next card has the focus (after a
 // review of identical stops, once the list has refreshed without them: its first card), so j, k and o go
@@ -220,7 +233,7 @@ function showLinkedStep() {
   if (!match) return;
   const id = location.hash.slice(1);
   if (document.getElementById(id)) {
-    if (match[1] === "row") revealLinked(id);
+    if (match[1] === "row" || document.getElementById(id).closest("details:not([open])")) revealLinked(id);
     return;
   }
   const index = Number(match[2]);

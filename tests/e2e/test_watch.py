@@ -17,7 +17,7 @@ from tracer.execution import run_execute
 from tracer.experiments import run_create
 from tracer.models import PolicyVariant, Run
 from tracer.reads.run_page import run_waterfall
-from tracer.waterfall import seconds_text
+from tracer.waterfall import duration_text, seconds_text
 
 STEPS = "#step-list > li.step"
 
@@ -143,12 +143,14 @@ def test_sub_agents_sit_under_their_step_and_the_picture_reads_at_800_px(watched
         nested = page.locator(f"#step-{child.parent_step} .sub-agents li.sub-agent", has_text=child.label)
         expect(nested).to_contain_text(f"tokens {child.input_tokens} in · {child.output_tokens} out")
         expect(nested.locator(".badge.sim")).to_have_text("simulated")
+        # the sub-agent's duration as its own page gives it
+        expect(nested).to_contain_text(duration_text(child.measured_ms))
     expect(page.locator(".sub-agents li.sub-agent")).to_have_count(len(children))
     stats = page.locator("#run-status")
     expect(stats).to_contain_text(f"{run.input_tokens} in · {run.output_tokens} out")
     expect(stats.locator("dt", has_text="Duration")).to_be_visible()
     expect(stats.locator("div", has=page.locator("dt", has_text="Duration")).locator("dd")).to_have_text(
-        re.compile(r"^\d+(\.\d+)? (ms|s)$")
+        re.compile(r"^\d+(\.\d+)? (ms|s)( \(.+ of it waiting between attempts\))?$")
     )
 
     # The picture fits the 800 px window, its words are legible, and its text alternative opens.

@@ -91,7 +91,9 @@ def test_a_search_reads_the_trigram_table_newest_first_and_stops_at_the_page():
     assert found.count("LIST SUBQUERY") == 1 and "experiment_archived_idx" in found, found
 
 
-@pytest.mark.parametrize("name", ["scenario", "policy", "status", "steps", "errors", "retries"])
+@pytest.mark.parametrize(
+    "name", ["scenario", "policy", "status", "steps", "errors", "retries", "verdict", "stop", "duration", "cost"]
+)
 @pytest.mark.parametrize("direction", ["", "-"])
 def test_each_column_sort_reads_its_index_in_order(name, direction):
     found = queryset_plan(runs_list.run_list(filters={}, sort=f"{direction}{name}")[:51])

@@ -20,6 +20,7 @@ from tests.factories import (
     steps_add,
     tool_step,
 )
+from tracer import recording
 from tracer.models import Run
 from tracer.reads import run_page
 from tracer.tasks import run_execute_task
@@ -85,7 +86,7 @@ def test_steps_follow_each_other_on_one_axis_with_their_model_calls():
     assert third.label == "3 final answer" and third.duration_text == "2.50 s"
     assert picture.total_s == pytest.approx(4.2)
     assert [t.text for t in picture.ticks] == ["0 s", "1.00 s", "2.00 s", "3.00 s", "4.00 s"]
-    assert picture.summary == "3 steps in 4.20 s of measured time; 3.50 s of it waiting between attempts"
+    assert picture.summary == "3 steps in 4.20 s; 3.50 s of it waiting between attempts"
 
 
 def test_identical_failing_calls_after_the_first_fold_into_one_row():
@@ -120,30 +121,39 @@ def test_imported_steps_without_timings_are_drawn_as_ticks_without_failing():
     picture = waterfall_build(steps=steps, step_count=1)
     (segment,) = picture.rows[0].segments
     assert segment.duration_s == 0 and segment.width > 0
-    assert picture.summary == "1 step in 0.0 ms of measured time"
+    assert picture.summary == "1 step; their timings were not recorded"
 
 
 # --- the run page ----------------------------------------------------------------------------
 
 
-def test_the_run_page_shows_total_duration_and_tokens_in_and_out(admin_client):
-    run = RunFactory(input_tokens=1234, output_tokens=56)
-    Run.objects.filter(pk=run.pk).update(finished_at=run.started_at + timedelta(seconds=83))
+def test_the_run_page_shows_the_measured_duration_and_tokens_in_and_out(admin_client):
+    # its steps measured 83 s, 20 s of it waiting; its start and end are a day apart (the wall clock)
+    run = RunFactory(input_tokens=1234, output_tokens=56, measured_ms=83_000, waited_ms=20_000, step_count=3)
+    Run.objects.filter(pk=run.pk).update(finished_at=run.started_at + timedelta(days=1))
     doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
     stats = dict(zip(doc.texts("#run-status dt"), doc.texts("#run-status dd"), strict=True))
-    assert stats["Duration"] == "1 min 23 s"
+    assert stats["Duration"] == "1 min 23 s (20.0 s of it waiting between attempts)"
     assert stats["Tokens"] == "1234 in · 56 out"
     assert "simulated" in doc.texts(".head-badges .badge")
 
 
-def test_a_running_run_says_how_long_it_has_run_so_far(admin_client):
+def test_a_run_whose_steps_recorded_no_timings_says_not_recorded(admin_client):
+    run = RunFactory(step_count=2)
+    Run.objects.filter(pk=run.pk).update(finished_at=run.started_at + timedelta(seconds=83))
+    doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
+    stats = dict(zip(doc.texts("#run-status dt"), doc.texts("#run-status dd"), strict=True))
+    assert stats["Duration"] == "not recorded"
+
+
+def test_a_running_run_says_how_long_its_steps_took_so_far(admin_client):
     run = RunFactory(status=Run.Status.RUNNING, stop_reason="", verdict="", finished_at=None)
-    Run.objects.filter(pk=run.pk).update(started_at=run.started_at - timedelta(seconds=12))
+    recording.step_record(run=run, step=flaky(1))  # 20 + 500 + 30 + 1000 + 50 ms
     doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
     (duration,) = [
         dd for dt, dd in zip(doc.texts("#run-status dt"), doc.texts("#run-status dd"), strict=True) if dt == "Duration"
     ]
-    assert duration.endswith(" s so far") and 12 <= float(duration.split()[0]) < 60
+    assert duration == "1.60 s so far (1.50 s of it waiting between attempts)"
 
 
 def test_the_run_page_draws_its_waterfall_with_durations_gaps_and_folded_repeats(admin_client):

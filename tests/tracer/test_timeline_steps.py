@@ -57,7 +57,8 @@ def test_a_tool_step_shows_its_call_attempts_model_call_result_and_sub_agents(ad
     head = first.one(".step-head")
     assert head.one("code.tool").text == "lookup_orders"
     assert head.one("code.input").text == '{"customer": "c-118"}'
-    assert head.one(".meta").text == "1 retry · 215.8 ms · 10/5 tokens"  # 12.25 + 200 ms backoff + 3.5
+    # 12.25 + 200 ms backoff + 3.5, and the model call's 40 + 500 ms wait + 812.35; no price for its model
+    assert head.one(".meta").text == "1 retry · 1.57 s · 10/5 tokens · unknown"
     assert "Model: Let me look." in first.one("p.said").text
     one, two = first.select("li.step > ol.attempts > li.attempt")
     assert {"attempt", "fail"} <= one.classes and {"attempt", "ok"} <= two.classes

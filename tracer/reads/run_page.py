@@ -24,7 +24,7 @@ from .stops_page import GUARD_STOPS, TRAILING_STEPS, tripping_errors
 WATERFALL_CHUNK = 60
 WATERFALL_FIELDS = (
     *("index", "kind", "tool_name", "input", "is_error", "category", "result_content"),
-    *("attempts", "model_attempts"),
+    *("attempts", "model_attempts", "input_tokens", "output_tokens"),
 )
 
 
@@ -201,7 +201,7 @@ SUB_AGENT_FIELDS = (
     *("id", "parent", "parent_step", "label", "status", "stop_reason", "source", "source_detail"),
     *("model_backend", "model_name", "step_count", "error_count", "failed_attempt_count", "retry_count"),
     "input_tokens",
-    *("output_tokens", "started_at", "finished_at"),
+    *("output_tokens", "measured_ms", "created_at", "started_at", "finished_at"),
 )
 
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import (
-    QuerySet,
-)
+from django.db.models import F, QuerySet
 
 from .. import search
-from ..models import Finding, Run, StopReview
+from ..models import Finding, Run, StopReview, run_cost
 from .common import index_or_zero, not_archived
 
 
@@ -39,6 +38,9 @@ class RunRow(NamedTuple):
     failed_attempt_count: int
     retry_count: int
     wasted_retry_count: int
+    input_tokens: int
+    output_tokens: int
+    measured_ms: float
     created_at: datetime
     started_at: datetime | None
     finding_kinds: str  # its findings' kinds, comma-separated (tracer/diagnosis.py)
@@ -51,6 +53,10 @@ class RunRow(NamedTuple):
     @property
     def is_active(self) -> bool:
         return self.status != Run.Status.FINISHED
+
+    @property
+    def cost(self) -> Decimal | None:
+        return run_cost(self.model_name, self.started_at or self.created_at, self.input_tokens, self.output_tokens)
 
 
 ROW_FIELDS = RunRow._fields[:-1]  # all but the review
@@ -164,6 +170,10 @@ RUN_SORTS = {
     "steps": "step_count",
     "errors": "error_count",
     "retries": "retry_count",
+    "verdict": "verdict",
+    "stop": "stop_reason",
+    "duration": "measured_ms",
+    "cost": "cost_usd",
     "started": "created_at",
 }
 DEFAULT_RUN_SORT = "-started"
@@ -178,6 +188,9 @@ def run_sorted(runs: QuerySet[Run], *, sort: str, searched: bool = False) -> Que
         return search.newest_first_from_index(runs) if searched else runs.order_by("-created_at", "-id")
     sign = "-" if sort.startswith("-") else ""
     column = RUN_SORTS[name]
+    if column == "cost_usd":  # an unknown cost (NULL) sorts as the least either way: one index reads both
+        first = F(column).desc(nulls_last=True) if sign else F(column).asc(nulls_first=True)
+        return runs.order_by(first, f"{sign}id")
     return runs.order_by(f"{sign}id") if column == "id" else runs.order_by(f"{sign}{column}", f"{sign}id")
 
 

@@ -20,8 +20,10 @@ from django.utils.formats import localize
 from django.utils.safestring import SafeString, mark_safe
 
 from agents.events import failures_words
+from agents.prices import format_money
 from agents.vocabulary import ErrorFormat, StepKind
-from tracer.models import Run
+from tracer.models import Run, run_cost
+from tracer.waterfall import duration_text, repeat_identity, step_time_s
 
 from .tracer_tags import (
     STOP_LABELS,
@@ -33,7 +35,6 @@ from .tracer_tags import (
     inline_json,
     outcome,
     retry_after_before,
-    seconds,
 )
 
 register = template.Library()
@@ -86,6 +87,7 @@ class StepPage:
         self.run_url = _run_url(get_script_prefix())
         # the run's findings that cite each step (reads.findings.findings_by_step): marked on the step
         self.findings = context.get("findings_by_step") or {}
+        self.model_name, self.day = run.model_name, run.started_at or run.created_at
 
     @classmethod
     def of(cls, context: template.Context) -> StepPage:
@@ -100,7 +102,29 @@ def step_items(context: template.Context, steps: Any) -> SafeString:
     """The timeline's ``steps``, each ``step_item``'s ``<li>``: one tag for all of them, not a loop of
     template nodes around one per step."""
     page = StepPage.of(context)
-    return mark_safe("".join([step_item(step, page) for step in steps or ()]))  # each escaped by step_item
+    steps = list(steps or ())
+    out, i = [], 0
+    while i < len(steps):
+        out.append(step_item(steps[i], page))
+        identity, j = repeat_identity(steps[i]), i + 1
+        while identity is not None and j < len(steps) and repeat_identity(steps[j]) == identity:
+            j += 1
+        if j > i + 1:
+            out.append(_folded_repeats(steps[i + 1 : j], page, tool=steps[i].tool_name))
+        i = j
+    return mark_safe("".join(out))  # each escaped by step_item and _folded_repeats
+
+
+def _folded_repeats(repeats: list, page: StepPage, *, tool: str) -> str:
+    """The steps that repeat the one before them exactly (the same call failing the same way), folded
+    as the picture folds them: "7 more identical failing calls to lookup_orders…", which opens on them."""
+    count, first, last = len(repeats), int(repeats[0].index), int(repeats[-1].index)
+    steps = f"step {first}" if count == 1 else f"steps {first}–{last}"
+    return (
+        f'<li class="folded-repeats" id="repeats-{first}"><details><summary>{count} more identical failing '
+        f'call{_plural(count)} to <code>{e(tool)}</code>… <span class="muted">{steps}</span></summary>'
+        f'<ol class="timeline">{"".join(step_item(step, page) for step in repeats)}</ol></details></li>'
+    )
 
 
 def step_item(step: Any, page: StepPage) -> str:
@@ -128,8 +152,10 @@ def step_item(step: Any, page: StepPage) -> str:
     meta = ""
     if kind == StepKind.TOOL_USE:
         retries = int(step.retry_count)
-        meta = f"{retries} retr{_plural(retries, 'y,ies')} · {fixed(step.latency_ms, 1)} ms · "
-    meta += f"{int(step.input_tokens)}/{int(step.output_tokens)} tokens"
+        meta = f"{retries} retr{_plural(retries, 'y,ies')} · "
+    took, _ = step_time_s(model_attempts=step.model_attempts, attempts=step.attempts)
+    meta += f"{duration_text(took * 1000)} · {int(step.input_tokens)}/{int(step.output_tokens)} tokens"
+    meta += f" · {e(format_money(run_cost(page.model_name, page.day, step.input_tokens, step.output_tokens)))}"
     if step.api_stop_reason:
         meta += f" · stop_reason {e(step.api_stop_reason)}"
     head.append(f'<span class="meta">{meta}</span>')
@@ -289,7 +315,7 @@ def sub_agents_of_step(index: int, children: list[Run], *, run_url: str) -> str:
         pk = int(child.pk)
         stop = child.stop_reason
         stop = f'<span class="stop {e(stop)}">{e(STOP_LABELS.get(stop, stop))}</span>' if stop else ""
-        took = f" · {e(seconds(child.duration_s))}" if child.duration_s is not None else ""
+        took = f" · {e(duration_text(child.measured_ms))}"
         steps, retries = int(child.step_count), int(child.retry_count)
         failures = failures_words(int(child.error_count), int(child.failed_attempt_count))
         rows.append(

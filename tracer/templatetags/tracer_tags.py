@@ -21,11 +21,12 @@ from django.utils.text import capfirst
 from django.utils.timezone import get_current_timezone
 
 from agents.events import failures_words
+from agents.prices import format_money
 from agents.vocabulary import ErrorFormat, ModelBackendName
 from tracer.divergence import attempt_outcome
 from tracer.json_tree import json_tree as _json_tree
 from tracer.models import Run
-from tracer.waterfall import seconds_text
+from tracer.waterfall import duration_text, seconds_text
 
 register = template.Library()
 SIMULATED_TITLE = "deterministic simulated model, not Claude"
@@ -151,6 +152,24 @@ def retry_after_before(attempts: Any, index: int) -> Any:
 def seconds(value: Any) -> str:
     """A duration in seconds as a person reads it (``waterfall.seconds_text``): ``0.42 s``, ``2 min 05 s``."""
     return "unknown" if value is None else seconds_text(float(value))
+
+
+@register.filter
+def duration(run: Any) -> str:
+    """A run's duration (``waterfall.duration_text`` of its ``measured_ms``): "not recorded" without timings."""
+    return duration_text(getattr(run, "measured_ms", None))
+
+
+@register.filter
+def ms_seconds(value: Any) -> str:
+    """Milliseconds written as ``seconds`` writes seconds."""
+    return "unknown" if value is None else seconds_text(float(value) / 1000)
+
+
+@register.filter
+def money(amount: Any) -> str:
+    """A cost as ``agents.prices.format_money`` writes it: "$0.0042", or "unknown" (None)."""
+    return format_money(amount)
 
 
 # The policy chart's geometry (SVG user units): a name column, the pass-rate panel, its figures, and
@@ -411,22 +430,35 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     status = e(run.status)
     active, swap = ("active" if run.is_active else ""), (' hx-swap-oob="true"' if oob else "")
     return SafeString(  # every value from the run above and below is escaped or an int
-        f'<tr id="run-row-{pk}" class="{active}"{swap}>'
+        f'<tr id="run-row-{pk}" class="{active}" tabindex="-1" data-card{swap}>'
         f'<td><input type="checkbox" name="run" value="{pk}" id="run-pick-{pk}" hx-preserve '
         f'aria-label="tick run {pk}"></td>'
-        f'<td><a href="{e(run_url.format(pk))}">#{pk}</a></td>'
+        f'<td><a href="{e(run_url.format(pk))}" data-card-link>#{pk}</a></td>'
         f"<td>{e(run.scenario or 'unknown')}{label}</td><td>{e(run.policy_name or 'unknown')}</td>"
         f"<td>{_badge(run)}</td>"
         f'<td><span class="status {status}">{status}</span></td>'
         f'<td class="num">{int(run.step_count)}</td><td class="num">{errors_cell(run)}</td>'
         f'<td class="num">{int(run.retry_count)}{wasted}</td>'
+        f'<td class="num nowrap">{_duration_cell(run.measured_ms)}</td>'
+        f'<td class="num">{int(run.input_tokens) + int(run.output_tokens)}</td>'
+        f'<td class="num nowrap">{_cost_cell(run.cost)}</td>'
         f'<td>{stop}</td><td>{verdict}</td><td class="findings-cell">{findings}</td><td class="nowrap">{when}</td>'
         f'<td class="excerpt"><span title="{e(_cut(answer, 400))}">{e(_cut(answer, 160))}</span></td></tr>'
     )
 
 
+def _duration_cell(measured_ms: float) -> str:
+    text = duration_text(measured_ms)
+    return f'<span class="muted">{text}</span>' if measured_ms <= 0 else text  # our own words and digits
+
+
+def _cost_cell(cost: Any) -> str:
+    text = _escape(format_money(cost))
+    return f'<span class="muted" title="no price for this model">{text}</span>' if cost is None else text
+
+
 # Columns whose first click sorts A to Z; the others (counts, start time) sort largest first.
-ASCENDING_FIRST = ("scenario", "policy", "status")
+ASCENDING_FIRST = ("scenario", "policy", "status", "verdict", "stop")
 
 
 @register.simple_tag(takes_context=True)
