@@ -115,6 +115,9 @@ class RunFilterForm(forms.Form):
     ) -> None:
         """``tags``: the tags reviewers have used (the tag filter's choices)."""
         super().__init__(*args, **kwargs)
+        # a search too short is the server's to refuse, in words: the browser's own check would keep
+        # htmx from asking, and the rows of the search before would stay under the new text
+        self.fields["q"].widget.attrs.pop("minlength", None)
         self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
         self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
         self.fields["tag"].choices = BLANK + [(t, t) for t in tags or []]
@@ -161,6 +164,9 @@ class ScopeForm(forms.Form):
 
     def __init__(self, *args: Any, scenarios: list[str], policies: list[str], tools: list[str], **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # a search too short is the server's to refuse, in words: the browser's own check would keep
+        # htmx from asking, and the rows of the search before would stay under the new text
+        self.fields["q"].widget.attrs.pop("minlength", None)
         self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
         self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
         if "tool" in self.fields:

@@ -102,3 +102,16 @@ def test_the_first_run_replaces_no_runs_match(signed_in: Page, live_server):
     expect(page.locator("#run-rows tr")).to_have_count(1)
     expect(page.locator("#run-rows tr").first).to_have_id(f"run-row-{run.pk}")
     expect(page.locator("#run-rows")).not_to_contain_text("No runs match.")
+
+
+def test_a_search_under_three_characters_says_so_instead_of_leaving_the_rows(signed_in: Page, live_server):
+    page = signed_in
+    RunFactory(scenario="refund-too-old")
+    RunFactory(scenario="lookup-flaky")
+    page.goto(f"{live_server.url}/")
+    expect(page.locator("#run-rows tr[id]")).to_have_count(2)
+    page.get_by_role("textbox", name="Search").fill("re")
+    expect(page.locator("#run-rows .search-short")).to_have_text("Search: type 3 or more characters (this has 2).")
+    expect(page.locator("#run-rows tr[id]")).to_have_count(0)
+    page.get_by_role("textbox", name="Search").fill("ref")
+    expect(page.locator("#run-rows tr td:nth-child(3)")).to_have_text(["refund-too-old"])
