@@ -117,7 +117,8 @@ class RunFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         # a search too short is the server's to refuse, in words: the browser's own check would keep
         # htmx from asking, and the rows of the search before would stay under the new text
-        self.fields["q"].widget.attrs.pop("minlength", None)
+        if "q" in self.fields:  # the pages that take the list's filters without its search have none
+            self.fields["q"].widget.attrs.pop("minlength", None)
         self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
         self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
         self.fields["tag"].choices = BLANK + [(t, t) for t in tags or []]
@@ -166,7 +167,8 @@ class ScopeForm(forms.Form):
         super().__init__(*args, **kwargs)
         # a search too short is the server's to refuse, in words: the browser's own check would keep
         # htmx from asking, and the rows of the search before would stay under the new text
-        self.fields["q"].widget.attrs.pop("minlength", None)
+        if "q" in self.fields:  # the pages that take the list's filters without its search have none
+            self.fields["q"].widget.attrs.pop("minlength", None)
         self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
         self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
         if "tool" in self.fields:
