@@ -99,7 +99,7 @@ def drop_postgresql_sort_indexes(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tracer", "0032_run_model_judge"),
+        ("tracer", "0033_write_retries"),
     ]
 
     operations = [
