@@ -99,7 +99,7 @@ def drop_postgresql_sort_indexes(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tracer", "0033_write_retries"),
+        ("tracer", "0034_tool_day_failed_attempts"),
     ]
 
     operations = [
