@@ -73,7 +73,7 @@ from .packs import (
 from .persona import Persona
 from .tools import Tool, Toolbox
 from .tools.billing import Billing, CardGateway, ChargeInput, InvoiceInput
-from .tools.currency import ConvertCurrencyInput, convert_currency
+from .tools.currency import ConvertCurrencyInput, Currency, convert_currency
 from .tools.lookup import FlakyUpstream, LookupInput
 from .tools.lumen import CustomerInput, LumenWorld, OrderInput, PaymentService
 from .tools.rooms import BookSlotInput, FreeSlotsInput, Rooms
@@ -98,6 +98,26 @@ def lumen_system(customer: str) -> str:
     description="Convert an amount between JPY, USD and EUR at today's rate.",
 )
 def convert(conversions: list, amount: float, from_currency: str, to_currency: str) -> str:
+    said = convert_currency(amount, from_currency, to_currency)
+    conversions.append(said)
+    return said
+
+
+class AnyAmountInput(BaseModel):
+    amount: float = Field(description="How much to convert")
+    from_currency: Currency = Field(description="Currency to convert from")
+    to_currency: Currency = Field(description="Currency to convert to")
+
+
+@tool(
+    AnyAmountInput,
+    name="convert_currency",
+    description="Convert an amount between JPY, USD and EUR at today's rate.",
+)
+def convert_vague(conversions: list, amount: float, from_currency: str, to_currency: str) -> str:
+    """Lesson 000's exercise 2, its vague side: the input model's check, reported only as "bad value"."""
+    if amount <= 0:
+        raise ToolFailure(ErrorCategory.VALIDATION, "bad value")
     said = convert_currency(amount, from_currency, to_currency)
     conversions.append(said)
     return said
@@ -375,6 +395,38 @@ SCENARIOS = (
             wording=LESSONS,
             bare_error_repeats=0,
         ),
+    ),
+    Scenario(
+        "currency-bad-amount",
+        "A negative amount, repaired from 'amount: Input should be greater than 0'",
+        "We refunded a customer 100 US dollars. How much is that in euros?",
+        tools=(convert,),
+        world=list,
+        judge=Judge(
+            answered(),
+            gives(92, "eur", "euro", "€", name="answer gives 92 EUR", tolerance=0.5),
+            no_false_outage(OUTAGE),
+        ),
+        opening=(call("convert_currency", amount=-100, from_currency="USD", to_currency="EUR"),),
+        description="Lesson 000's exercise 2, the precise side: the model sends the refund as -100; the input "
+        "model's error names the field and what it expects, and the model resends 100.",
+        persona=PERSONA,
+    ),
+    Scenario(
+        "currency-bad-amount-vague",
+        "The same negative amount, answered only 'bad value'",
+        "We refunded a customer 100 US dollars. How much is that in euros?",
+        tools=(convert_vague,),
+        world=list,
+        judge=Judge(
+            answered(),
+            gives(92, "eur", "euro", "€", name="answer gives 92 EUR", tolerance=0.5),
+            no_false_outage(OUTAGE),
+        ),
+        opening=(call("convert_currency", amount=-100, from_currency="USD", to_currency="EUR"),),
+        description="Lesson 000's exercise 2, the vague side: the same mistake answered 'bad value' names neither "
+        "the field nor what is expected, so no harness setting helps: the model cannot repair it and asks back.",
+        persona=PERSONA,
     ),
     Scenario(
         "room-date-format",

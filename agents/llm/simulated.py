@@ -13,7 +13,8 @@ and the rules are generic, so they work on any scenario pack (docs/packs.md, "Th
 3a. An error that names the offending field and what is expected, when its category (if it carries
    one) is ``validation``: the same call, repaired —
    ``field: Input should be 'A', 'B' or 'C'`` (the persona's alternative input holding one of those
-   values, else the allowed value closest to what was sent); ``field 'value' is not in YYYY-MM-DD
+   values, else the allowed value closest to what was sent); ``field: Input should be greater than 0``
+   (a negative number sent with its sign dropped, when that is enough); ``field 'value' is not in YYYY-MM-DD
    format`` (the same date in that format); ``unknown thing 'value'; valid things: a, b, c`` (also
    "known …:", "expected one of …") (the listed value closest to the one sent). Never an input it
    already sent to that tool. A failure whose category says the input is not the problem
@@ -55,6 +56,7 @@ __all__ = ["MODEL_NAME", "Call", "Persona", "SimulatedBackend", "SimulatedModel"
 MODEL_NAME = SIMULATED_MODEL_NAME
 
 ALLOWED_VALUES = re.compile(r"(?P<field>[\w.]+): Input should be (?P<values>'[^']*'(?:, '[^']*')*(?: or '[^']*')?)")
+GREATER_THAN = re.compile(r"(?P<field>[\w.]+): Input should be greater than (?P<bound>-?\d+(?:\.\d+)?)")
 WRONG_FORMAT = re.compile(r"(?P<field>\w+) '(?P<value>[^']*)' is not in (?P<fmt>[YMD]{2,4}(?:-[YMD]{2,4})+) format")
 LISTED_VALUES = re.compile(
     r"'(?P<value>[^']+)'[^;]*;\s*(?:valid|known|available|allowed|expected one of)\b[^:]*:\s*"
@@ -185,6 +187,13 @@ def repair(reading: Reading, persona: Persona, tried: list[dict[str, Any]]) -> t
             if untried:
                 value = closest(reading.input[name], untried)
                 return {**reading.input, name: value}, f"The tool accepts {name} {m.group('values')}; trying {value}."
+    for m in GREATER_THAN.finditer(reading.message):
+        name, bound = m.group("field"), float(m.group("bound"))
+        sent = reading.input.get(name)
+        if isinstance(sent, int | float) and not isinstance(sent, bool) and sent < 0 and -sent > bound:
+            fixed = {**reading.input, name: -sent}
+            if fixed not in tried:
+                return fixed, f"The tool needs {name} greater than {m.group('bound')}; resending it as {-sent:g}."
     m = WRONG_FORMAT.search(reading.message)
     if m and m.group("field") in reading.input:
         fixed = reformat_date(m.group("value"), m.group("fmt"))

@@ -838,3 +838,20 @@ WRONG["charge-timeout-after-charge"] = [
     ("I couldn't pay for order 5521: the payment gateway timed out. Please try again later.", "says it failed"),
     ("Your order 5521 for 49.00 EUR is on hold until the payment is checked.", "never says it was paid"),
 ]
+
+_BAD_AMOUNT_RIGHT = [
+    "100 US dollars is about 92 euros.",
+    "That refund of $100 comes to roughly €92.00 at today's rate.",
+    "100 USD converts to 92 EUR.",
+    "In euros the refund is EUR 92.",
+    "At today's rate, the customer's 100 dollar refund equals about ninety-two euros.",
+]
+_BAD_AMOUNT_WRONG = [
+    ("100 USD is about 108 EUR.", "the wrong figure"),
+    ("I can't convert a negative amount. Please send a positive one.", "no conversion"),
+    ("The conversion service is down right now; please try again later.", "an outage that did not happen"),
+]
+RIGHT["currency-bad-amount"] = list(_BAD_AMOUNT_RIGHT)
+WRONG["currency-bad-amount"] = list(_BAD_AMOUNT_WRONG)
+RIGHT["currency-bad-amount-vague"] = list(_BAD_AMOUNT_RIGHT)
+WRONG["currency-bad-amount-vague"] = list(_BAD_AMOUNT_WRONG)

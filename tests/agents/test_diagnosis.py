@@ -55,10 +55,15 @@ def test_starter_runs_that_retry_a_refusal_get_retried_refusal_and_vague_error(s
     assert "retried-refusal" in kinds and "vague-error" in kinds
 
 
-@pytest.mark.parametrize("scenario", LESSON_SCENARIOS)
+@pytest.mark.parametrize("scenario", [s for s in LESSON_SCENARIOS if s != "currency-bad-amount-vague"])
 def test_structured_runs_of_the_same_scenarios_get_neither(scenario):
     kinds = kinds_of(run_scenario(scenario, "structured"))
     assert "retried-refusal" not in kinds and "vague-error" not in kinds
+
+
+def test_a_tool_that_says_only_bad_value_is_a_vague_error_under_every_format():
+    for policy in ("message", "structured"):
+        assert kinds_of(run_scenario("currency-bad-amount-vague", policy)) == ["vague-error"], policy
 
 
 def test_a_retried_refusal_says_who_retried_it_what_the_model_saw_and_the_setting_that_stops_it():

@@ -157,3 +157,22 @@ def test_over_mcp_the_server_lists_the_declared_annotations_and_the_harness_acts
     assert tool["annotations"] == {"readOnlyHint": False, "idempotentHint": False}
     assert result.steps[0].input["idempotency_key"].startswith("rlt-")
     assert result.end.verdict.passed, result.end.verdict.reason
+
+
+# --- lesson 000's exercise 2 -----------------------------------------------------------------------
+
+
+def test_a_bad_amount_named_precisely_is_repaired_and_bad_value_is_not():
+    code, out = cli("run", "--scenario", "currency-bad-amount", "--policy", "structured")
+    assert code == 0
+    assert (
+        "step 1: convert_currency({'amount': -100, 'from_currency': 'USD', 'to_currency': 'EUR'}) -> ERROR "
+        "(is_error): Invalid input -> amount: Input should be greater than 0"
+    ) in out
+    assert "step 2: convert_currency({'amount': 100, 'from_currency': 'USD', 'to_currency': 'EUR'}) -> ok" in out
+    assert "verdict: PASS" in out
+    code, out = cli("run", "--scenario", "currency-bad-amount-vague", "--policy", "structured")
+    assert code == 0
+    assert "-> ERROR (is_error): bad value" in out and "step 2" not in out
+    assert "Could you send me the corrected amount?" in out
+    assert "verdict: FAIL: answered ✓; answer gives 92 EUR ✗" in out and "[vague-error]" in out

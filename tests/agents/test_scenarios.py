@@ -13,6 +13,8 @@ P, F = True, False
 # scenario: verdict under fragile, starter, message, structured, model-retries
 EXPECTED = {
     "currency-unsupported": (F, F, P, P, P),
+    "currency-bad-amount": (F, F, P, P, P),
+    "currency-bad-amount-vague": (F, F, F, F, F),
     "room-date-format": (F, F, P, P, P),
     "room-book-permission": (F, F, P, P, P),
     "lookup-flaky": (F, P, P, P, F),

@@ -61,8 +61,13 @@ def test_every_built_in_verdict_comes_from_named_outcome_checks(scenario):
     assert isinstance(judge, Judge)
     verdict = run_scenario(scenario, "structured").end.verdict
     assert [c["name"] for c in verdict.checks] == judge.names
+    # Every scenario passes under structured but the one whose tool says only "bad value": no policy helps.
+    assert verdict.passed is (scenario != "currency-bad-amount-vague")
     assert verdict.reason == "; ".join(
-        f"{c['name']} ✓" + (f" ({c['found']})" if c["found"] else "") for c in verdict.checks
+        f"{c['name']} ✓" + (f" ({c['found']})" if c["found"] else "")
+        if c["passed"]
+        else f"{c['name']} ✗" + (f" ({c['detail']})" if c["detail"] else "")
+        for c in verdict.checks
     )
 
 
