@@ -371,6 +371,14 @@ def run_subagent(world: Coordination, task: str) -> str:
     return answer
 
 
+# Lesson 000's exercise 2: one task, one mistake (the refund sent as -100), two messages for it.
+BAD_AMOUNT_TASK = "We refunded a customer 100 US dollars. How much is that in euros?"
+BAD_AMOUNT_JUDGE = Judge(
+    answered(),
+    gives(92, "eur", "euro", "€", name="answer gives 92 EUR", tolerance=0.5),
+    no_false_outage(OUTAGE),
+)
+
 # --- the pack ---------------------------------------------------------------------------------------
 
 SCENARIOS = (
@@ -399,14 +407,10 @@ SCENARIOS = (
     Scenario(
         "currency-bad-amount",
         "A negative amount, repaired from 'amount: Input should be greater than 0'",
-        "We refunded a customer 100 US dollars. How much is that in euros?",
+        BAD_AMOUNT_TASK,
         tools=(convert,),
         world=list,
-        judge=Judge(
-            answered(),
-            gives(92, "eur", "euro", "€", name="answer gives 92 EUR", tolerance=0.5),
-            no_false_outage(OUTAGE),
-        ),
+        judge=BAD_AMOUNT_JUDGE,
         opening=(call("convert_currency", amount=-100, from_currency="USD", to_currency="EUR"),),
         description="Lesson 000's exercise 2, the precise side: the model sends the refund as -100; the input "
         "model's error names the field and what it expects, and the model resends 100.",
@@ -415,14 +419,10 @@ SCENARIOS = (
     Scenario(
         "currency-bad-amount-vague",
         "The same negative amount, answered only 'bad value'",
-        "We refunded a customer 100 US dollars. How much is that in euros?",
+        BAD_AMOUNT_TASK,
         tools=(convert_vague,),
         world=list,
-        judge=Judge(
-            answered(),
-            gives(92, "eur", "euro", "€", name="answer gives 92 EUR", tolerance=0.5),
-            no_false_outage(OUTAGE),
-        ),
+        judge=BAD_AMOUNT_JUDGE,
         opening=(call("convert_currency", amount=-100, from_currency="USD", to_currency="EUR"),),
         description="Lesson 000's exercise 2, the vague side: the same mistake answered 'bad value' names neither "
         "the field nor what is expected, so no harness setting helps: the model cannot repair it and asks back.",
