@@ -1,5 +1,5 @@
 """A tool's failed attempts per day on the Tools page (ToolDay.failed_attempts); ``manage.py
-findings_recompute`` fills it for the runs that ended before."""
+findings --recompute`` fills it for the runs that ended before."""
 
 from django.db import migrations, models
 
