@@ -65,9 +65,9 @@ def test_launch_watch_live_and_find_where_starter_and_structured_split(signed_in
     review = page.locator("section.review")  # the end brought the review form with it
     expect(review.get_by_label("Verdict")).to_contain_text("judge's verdict stands (fail)")
     expect(review).not_to_contain_text("Reviewed once it has ended")
-    page.locator("#run-transcript summary").click()  # the raw Messages API exchange, arrived with the end
-    expect(page.locator("#run-transcript pre")).to_contain_text('"role": "assistant"')
-    page.locator("#run-transcript summary").click()
+    page.locator("#run-transcript > summary").click()  # the raw Messages API exchange, arrived with the end
+    expect(page.locator("#run-transcript .json-tree")).to_contain_text('"role": "assistant"')
+    page.locator("#run-transcript > summary").click()
     expect(page.locator(".badge.sim").first).to_have_text("simulated")
     save_screenshot(page, "run.png")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.e2e.conftest import save_screenshot
 from tests.factories import RunFactory, guard_stop, refund_too_old_starter, refund_too_old_structured
 from tracer import tokens
 
@@ -102,6 +103,7 @@ def test_on_a_phone_the_picture_of_a_run_stacks_its_rows_with_readable_labels(ph
     assert bar is not None and bar["y"] >= first["y"] + first["height"] - 1, "the row's bar is under its label"
     expect(labels).to_have_count(page.locator("#waterfall-text li").count())
     no_sideways_scroll(page)
+    save_screenshot(page, "run-phone.png")
 
     page.set_viewport_size({"width": 1400, "height": 900})
     expect(page.locator("#run-waterfall svg.waterfall.wide")).to_be_visible()
