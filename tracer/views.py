@@ -470,6 +470,9 @@ def run_review(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, "tracer/review.html", {"run": run, "back": back} | _review_context(form), status=400)
     context = {"run": run, "review_next": back}
     if not saved:
+        # the stop queue's "also the N identical" box stays, as ticked as it was, for the next try
+        if request.POST.get("identical_offered") and run.is_guard_stop:
+            context["identical"] = len(stops_page.stops_identical(run=run))
         return render(request, "tracer/review.html#run-review", context | _review_context(form), status=400)
     run = run_page.run_reviewed(pk=run.pk)  # the review as stored, with its tags and reviewer
     context |= {"run": run, "saved": _review_saved_message(saved)}

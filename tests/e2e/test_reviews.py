@@ -122,3 +122,30 @@ def test_saving_a_review_on_a_stop_card_moves_to_the_next_card(signed_in: Page, 
     page.keyboard.press("j")  # the keys go on from the card it moved to
     expect(page.locator(f"#stop-{oldest.pk}")).to_be_focused()
     assert StopReview.objects.get().run_id == newest.pk
+
+
+def test_a_refused_stop_review_names_the_field_before_save_and_keeps_the_identical_box(signed_in: Page, live_server):
+    stop, alike = guard_stop(), guard_stop()
+    page = signed_in
+    page.goto(f"{live_server.url}/stops/")
+    card = page.locator(f"#stop-{stop.pk}")
+    card.get_by_label(re.compile("identical unreviewed stop")).check()
+    card.get_by_label("Tags").fill("Not A Tag!")
+    card.get_by_role("button", name="Save review").click()
+
+    error = card.locator(".error")
+    expect(error).to_contain_text("Tags: 'Tag!' is not a tag")
+    save = card.get_by_role("button", name="Save review")
+    assert error.first.bounding_box()["y"] < save.bounding_box()["y"]  # beside its field, above Save
+    box = card.get_by_label(re.compile("identical unreviewed stop"))
+    expect(box).to_be_checked()  # still offered, still ticked
+    assert not StopReview.objects.exists()
+
+    card.get_by_label("Tags").fill("")
+    card.get_by_label("Note").fill("the id format is never said")  # a note alone is a review
+    save.click()
+    expect(page.locator("#stop-cases .messages")).to_contain_text(f"Review of run {stop.pk} saved, and of 1")
+    assert {r.run_id: r.note for r in StopReview.objects.all()} == {
+        stop.pk: "the id format is never said",
+        alike.pk: "the id format is never said",
+    }
