@@ -85,3 +85,30 @@ def test_starter_charges_twice_and_structured_once_as_stored_and_diagnosed():
     structured, out = run_agent("charge-timeout-after-charge", "structured")
     assert structured.verdict == Run.Verdict.PASS and not structured.findings.exists()
     assert structured.steps.get(index=1).input["idempotency_key"].startswith("rlt-")
+
+
+def test_run_agent_takes_a_json_variant_as_python_m_agents_run_does_and_reuses_it():
+    variant = '{"base": "structured", "name": "blind-writes", "write_retries": "blind"}'
+    run, out = run_agent("charge-timeout-after-charge", variant)
+    assert "policy variant 'blind-writes' created: structured with write_retries='blind'" in out
+    assert "card charged exactly once ✗ (charged 2 times)" in out
+    made = PolicyVariant.objects.get(name="blind-writes")
+    assert not made.is_preset and made.settings["write_retries"] == "blind" and run.policy == made
+    again, out = run_agent("charge-timeout-after-charge", variant)
+    assert "created" not in out and again.policy == made
+
+
+def test_run_agent_names_a_bad_json_variant_and_writes_nothing():
+    from django.core.management import CommandError
+
+    for value, said in (
+        ('{"base": "structured", "max_attempts": 99}', "max_attempts: Input should be less than or equal to 10"),
+        ('{"base": "nope"}', "base: unknown preset 'nope'"),
+        ("{not json", "not valid JSON"),
+        ('{"base": "starter", "name": "structured"}', "a policy named 'structured' already exists with other"),
+    ):
+        before = PolicyVariant.objects.count()
+        with pytest.raises(CommandError) as caught:
+            run_agent("charge-timeout-after-charge", value)
+        assert said in str(caught.value), str(caught.value)
+        assert PolicyVariant.objects.count() == before and not Run.objects.exists()
