@@ -1,8 +1,8 @@
 """A JSON value as a collapsible tree of ``<details>`` (the run page's raw transcript): objects and
 arrays fold, their first levels open; every key and value escaped. Bounded whatever the value holds:
 a string shows its first ``STRING_CHARS`` characters, a container its first ``ITEMS`` entries, and
-the whole tree at most ``NODES`` nodes, each cut saying how much was left out (the run's download has
-it all)."""
+the whole tree at most ``NODES`` nodes and ``TEXT_CHARS`` characters of strings, so the run page stays
+small; each cut says how much was left out (the run's download has it all)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 STRING_CHARS = 2000
 ITEMS = 200
-NODES = 3000
+NODES = 600
+TEXT_CHARS = 30_000
 OPEN_DEPTH = 1  # the root and its children show open; deeper containers start folded
 
 
@@ -25,6 +26,7 @@ def _count(n: int, word: str) -> str:
 class _Tree:
     def __init__(self) -> None:
         self.nodes = 0
+        self.text_left = TEXT_CHARS
         self.parts: list[str] = []
 
     def scalar(self, value: Any) -> None:
@@ -34,10 +36,12 @@ class _Tree:
             self.parts.append(f'<span class="j-num">{escape(json.dumps(value))}</span>')
         else:
             text = value if isinstance(value, str) else str(value)
-            shown = json.dumps(text[:STRING_CHARS], ensure_ascii=False)
+            take = min(STRING_CHARS, self.text_left)
+            self.text_left -= take
+            shown = json.dumps(text[:take], ensure_ascii=False)
             self.parts.append(f'<span class="j-str">{escape(shown)}</span>')
-            if len(text) > STRING_CHARS:
-                more = _count(len(text) - STRING_CHARS, "more character")
+            if len(text) > take:
+                more = _count(len(text) - take, "more character")
                 self.parts.append(f' <span class="j-cut">… {more}</span>')
 
     def value(self, value: Any, depth: int) -> None:
@@ -58,7 +62,7 @@ class _Tree:
             f'<details class="j-node"{opened}><summary>{start} <span class="j-size">{size}</span> {end}</summary><ul>'
         )
         for shown, (key, item) in enumerate(items):
-            if shown >= ITEMS or self.nodes >= NODES:
+            if shown >= ITEMS or self.nodes >= NODES or self.text_left <= 0:
                 left = _count(len(items) - shown, "more key" if keyed else "more item")
                 self.parts.append(f'<li class="j-cut">… {left} not shown</li>')
                 break
