@@ -8,6 +8,7 @@ at: …", lesson 002's failed / tried / partial / next report). A pack without a
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from .persona import Wording
@@ -26,6 +27,7 @@ ACTIONS = {
     "charge_card": "pay for order {order_id}",
 }
 
+TRIED = re.compile(r" \((?P<what>tried \w+(?: times)?: [^)]+)\)$")
 STILL_FAILING = re.compile(r"still failing after (?P<n>\d+) attempts: (?P<what>.+?)(?: timed out)?(?:;|\.|$)")
 
 
@@ -92,8 +94,14 @@ class LessonWording(Wording):
             return f"All orders found: {join_and(found)}." if found else "Nothing to report."
         failed, tried, missing = [], [], []
         for r in failures:
+            said = TRIED.search(r.message)
+            if said:  # the sub-agent says what was tried: its model sent the call again
+                r = replace(r, message=r.message[: said.start()].rstrip())
             m = STILL_FAILING.search(r.message)
-            if m:
+            if said:
+                failed.append(r.message)
+                tried.append(said.group("what"))
+            elif m:
                 attempts = int(m.group("n"))
                 timed_out = " timed out" in r.message[m.start() :]
                 failed.append(f"{m.group('what')}, {'timed out' if timed_out else 'failed'} {times(attempts)}")

@@ -47,7 +47,7 @@ from .lesson_facts import (
     refunded_twice_truth,
     value_true,
 )
-from .lesson_wording import LESSONS
+from .lesson_wording import LESSONS, times
 from .packs import (
     DEFAULT_SYSTEM,
     Judge,
@@ -367,7 +367,16 @@ def run_subagent(world: Coordination, task: str) -> str:
         )
     steps = [s for s in child.steps if s.kind == StepKind.TOOL_USE]
     if steps and steps[-1].is_error:  # it answered, but with what it could not fix
-        raise ToolFailure(steps[-1].category or ErrorCategory.BUSINESS, answer, retryable=False)
+        last = steps[-1]
+        same = [s for s in steps if s.tool_name == last.tool_name and s.input == last.input]
+        repeats = len(same) - 1  # the sub-agent's model sent the call again itself
+        if repeats:
+            retries = sum(len(s.attempts) - 1 for s in same)
+            by_harness = f", the harness retried it {times(retries)}" if retries else ""
+            answer += (
+                f" (tried {times(repeats + retries + 1)}: its model sent the call again {times(repeats)}{by_harness})"
+            )
+        raise ToolFailure(last.category or ErrorCategory.BUSINESS, answer, retryable=False)
     return answer
 
 

@@ -176,3 +176,16 @@ def test_a_bad_amount_named_precisely_is_repaired_and_bad_value_is_not():
     assert "-> ERROR (is_error): bad value" in out and "step 2" not in out
     assert "Could you send me the corrected amount?" in out
     assert "verdict: FAIL: answered ✓; answer gives 92 EUR ✗" in out and "[vague-error]" in out
+
+
+# --- the coordinator's report --------------------------------------------------------------------
+
+
+def test_the_coordinators_report_says_what_was_tried_under_every_policy():
+    tried = {}
+    for policy in ("message", "structured", "model-retries"):
+        answer = run_scenario("coordinator-partial", policy).end.final_answer
+        tried[policy] = next(line for line in answer.splitlines() if line.startswith("tried:"))
+    assert tried["structured"] == "tried:   retried once, locally"
+    assert tried["model-retries"] == "tried:   tried twice: its model sent the call again once"
+    assert all("not retried" not in line for line in tried.values()), tried
