@@ -235,57 +235,54 @@ class Waterfall:
     def _narrow_row_svg(self, row: Row, y: int) -> str:
         text_y, bar_y = y + 11, y + 15
         mid = bar_y + self.bar_h / 2
+
+        def place(seg):
+            x, end = self._narrow_x(seg.x), self._narrow_x(seg.x + seg.width)
+            return x, end, max(round(end - x, 1), MIN_BAR)
+
+        return self._row_group(
+            row,
+            f'<text class="label" x="{NARROW_X}" y="{text_y}">{escape(row.label)}</text>'
+            f'<text class="figure" x="{NARROW_WIDTH - NARROW_X}" y="{text_y}" text-anchor="end">'
+            f"{escape(row.duration_text)}</text>"
+            f"{self._segments_svg(row, place, mid, bar_y)}",
+        )
+
+    def _row_svg(self, row: Row) -> str:
+        mid, bar_y, text_y = row.y + 10, row.y + 4, row.y + 15
+        return self._row_group(
+            row,
+            f'<text class="label" x="{self.label_end}" y="{text_y}" text-anchor="end">{escape(row.label)}</text>'
+            f"{self._segments_svg(row, lambda seg: (seg.x, seg.end_x, seg.width), mid, bar_y)}"
+            f'<text class="figure" x="{self.figure_x}" y="{text_y}" text-anchor="end">'
+            f"{escape(row.duration_text)}</text>",
+        )
+
+    def _segments_svg(self, row: Row, place, mid: float, bar_y: float) -> str:
+        """A row's bars and waits, each at the (x, end, width) ``place`` gives it."""
         parts = []
         for seg in row.segments:
             title = escape(seg.title)
-            x, end = self._narrow_x(seg.x), self._narrow_x(seg.x + seg.width)
+            x, end, width = place(seg)
             if seg.kind == "wait":
                 parts.append(
                     f'<line class="wait" x1="{x}" x2="{end}" y1="{mid}" y2="{mid}"><title>{title}</title></line>'
                 )
             else:
-                width = max(round(end - x, 1), MIN_BAR)
                 parts.append(
                     f'<rect class="seg {seg.kind}" x="{x}" y="{bar_y}" width="{width}" height="{self.bar_h}">'
                     f"<title>{title}</title></rect>"
                 )
-        classes = "row" + (" folded" if row.folded else "") + (" failed" if row.failed else "")
-        summary = row.summary_html
-        return (
-            f'<g class="{classes}" role="img" aria-label="{summary}" data-steps="{row.first}-{row.last}">'
-            f"<title>{summary}</title>"
-            f'<text class="label" x="{NARROW_X}" y="{text_y}">{escape(row.label)}</text>'
-            f'<text class="figure" x="{NARROW_WIDTH - NARROW_X}" y="{text_y}" text-anchor="end">'
-            f"{escape(row.duration_text)}</text>"
-            f"{''.join(parts)}"
-            "</g>"
-        )
+        return "".join(parts)
 
-    def _row_svg(self, row: Row) -> str:
-        mid, bar_y, text_y = row.y + 10, row.y + 4, row.y + 15
-        parts = []
-        for seg in row.segments:
-            title = escape(seg.title)
-            if seg.kind == "wait":
-                parts.append(
-                    f'<line class="wait" x1="{seg.x}" x2="{seg.end_x}" y1="{mid}" y2="{mid}">'
-                    f"<title>{title}</title></line>"
-                )
-            else:
-                parts.append(
-                    f'<rect class="seg {seg.kind}" x="{seg.x}" y="{bar_y}" width="{seg.width}" height="{self.bar_h}">'
-                    f"<title>{title}</title></rect>"
-                )
+    @staticmethod
+    def _row_group(row: Row, inner: str) -> str:
+        """A row's group: its classes, its summary as label and title, then ``inner`` (escaped by the caller)."""
         classes = "row" + (" folded" if row.folded else "") + (" failed" if row.failed else "")
         summary = row.summary_html
         return (
             f'<g class="{classes}" role="img" aria-label="{summary}" data-steps="{row.first}-{row.last}">'
-            f"<title>{summary}</title>"
-            f'<text class="label" x="{self.label_end}" y="{text_y}" text-anchor="end">{escape(row.label)}</text>'
-            f"{''.join(parts)}"
-            f'<text class="figure" x="{self.figure_x}" y="{text_y}" text-anchor="end">'
-            f"{escape(row.duration_text)}</text>"
-            "</g>"
+            f"<title>{summary}</title>{inner}</g>"
         )
 
     @property
