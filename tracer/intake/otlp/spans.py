@@ -456,6 +456,8 @@ def tool_call(span: Span, labels: Labels) -> ToolCall:
         if retryable is None:
             retryable = bool_of(structured.get("isRetryable"))
     message = error_message(span) if failed else ""
+    if failed and not message and isinstance(structured.get("message"), str):
+        message = structured["message"]  # a structured error the tool answered with, the span not marked failed
     if failed and result is None:
         result = message or "Error"
     return ToolCall(

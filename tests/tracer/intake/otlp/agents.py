@@ -4,8 +4,9 @@ OpenInference (``openinference-instrumentation-anthropic``), OpenLLMetry
 (``opentelemetry-instrumentation-anthropic``) and/or the SDK's own tracing (on by default once a
 tracer provider is set; ``ANTHROPIC_OPEN_TELEMETRY=false`` turns it off,
 ``ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE=content`` carries the messages), with or without
-``execute_tool`` spans of the agent's own. No span here is written by hand: the spans are what the
-packages make.
+``execute_tool`` spans of the agent's own; and a pydantic-ai ``Agent`` over the same scripted API,
+traced by pydantic-ai's own instrumentation (``pydantic_ai_run``). No span here is written by hand:
+the spans are what the packages make.
 
 The SDK's tracing uses the global tracer provider, which OpenTelemetry lets a process set once: it
 is set here, once, to a provider whose processor hands each span to the exporter of the agent run
@@ -188,6 +189,17 @@ class _Transport(httpx2.BaseTransport):
         return httpx2.Response(200, json=body)
 
 
+class _AsyncTransport(httpx2.AsyncBaseTransport):
+    """The scripted Messages API for an ``AsyncAnthropic`` client (pydantic-ai's)."""
+
+    def __init__(self, script: Script) -> None:
+        self.scripted = _Transport(script)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        reply = self.scripted.handle_request(request)
+        return httpx2.Response(reply.status_code, content=reply.content, headers=reply.headers)
+
+
 class _Router(SpanProcessor):
     """The global provider's one processor: each span goes to the processor of the run under way."""
 
@@ -359,3 +371,60 @@ class _Tee(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return all(p.force_flush(timeout_millis) for p in self.processors)
+
+
+def pydantic_ai_run(
+    script: Script, *, sdk_spans: bool = True, exporter: SpanExporter | None = None
+) -> list[ReadableSpan]:
+    """Run ``script`` as a pydantic-ai ``Agent`` over an ``AnthropicModel`` whose ``AsyncAnthropic``
+    client talks to the scripted API, instrumented by pydantic-ai itself (its ``Instrumentation``
+    capability, GenAI conventions, over the tracer provider here), and return its spans: its
+    ``invoke_agent`` root, a ``chat`` span per model call and an ``execute_tool`` span per tool call,
+    with the SDK's own ``chat`` spans inside its own when ``sdk_spans``. A tool answers with the
+    script's results in order: a structured error is returned as the tool's answer; a plain failure
+    raises ``ModelRetry``, as a pydantic-ai tool asks the model to try again. ``exporter``: also send
+    each span to it as it ends."""
+    from pydantic_ai import Agent, ModelRetry, Tool
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    results = {name: list(answers) for name, answers in script.results.items()}
+
+    def tool(name: str) -> Tool:
+        def answer(**args: Any) -> str:
+            ok, said, *_ = results[name].pop(0)
+            if not ok and not json_value_is_error(said):
+                raise ModelRetry(said)
+            return said
+
+        return Tool.from_schema(answer, name=name, description=name, json_schema={"type": "object"})
+
+    client = anthropic.AsyncAnthropic(
+        api_key="sk-test",
+        http_client=httpx2.AsyncClient(transport=_AsyncTransport(script)),
+        max_retries=0,
+        open_telemetry={"traces": {"enabled": sdk_spans}},
+    )
+    agent = Agent(
+        AnthropicModel(MODEL, provider=AnthropicProvider(anthropic_client=client)),
+        name="support-agent",
+        tools=[tool(name) for name in script.results],
+        capabilities=[Instrumentation(settings=InstrumentationSettings(tracer_provider=_GLOBAL))],
+    )
+    memory = InMemorySpanExporter()
+    sending = [SimpleSpanProcessor(exporter)] if exporter is not None else []
+    with traced(_Tee([SimpleSpanProcessor(memory), *sending])):
+        # a max_tokens this small keeps the request unstreamed, as the scripted API answers
+        agent.run_sync(script.task, model_settings={"max_tokens": 1024})
+    return list(memory.get_finished_spans())
+
+
+def json_value_is_error(said: str) -> bool:
+    """Whether a tool's answer is a structured error (``isError``), which a tool returns as its answer."""
+    try:
+        value = json.loads(said)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and value.get("isError") is True

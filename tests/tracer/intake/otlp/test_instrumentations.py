@@ -1,5 +1,5 @@
 """The same agents traced by every instrumentation there is for them (OpenInference, OpenLLMetry, the
-anthropic SDK's own tracing; with and without the SDK's spans, with and without tool spans), sent in
+anthropic SDK's own tracing, pydantic-ai's own; with and without the SDK's spans, with and without tool spans), sent in
 protobuf and JSON, gzipped, one span at a time or by a batch processor: each run reads the same,
 field by field (tests/tracer/intake/otlp/agents.py makes the spans; none is written by hand)."""
 
@@ -303,3 +303,63 @@ def test_a_whole_trace_whose_conversation_cannot_be_read_is_refused_and_nothing_
     assert response.status_code == 200 and partial.rejected_spans == len(spans)
     assert "matches no tool_use" in partial.error_message
     assert not Run.objects.filter(owner=user).exists() and not OtlpTrace.objects.filter(owner=user).exists()
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+@pytest.mark.parametrize("sdk_spans", [True, False], ids=["sdk-spans", "no-sdk-spans"])
+def test_a_pydantic_ai_agent_whose_tool_fails_once_then_works_reads_as_every_other_source(
+    client, sender, encoding, sdk_spans
+):
+    spans = agents.pydantic_ai_run(agents.LOOKUP, sdk_spans=sdk_spans)
+    assert {s.instrumentation_scope.name for s in spans} == (
+        {"pydantic-ai", "com.anthropic.sdk.python"} if sdk_spans else {"pydantic-ai"}
+    )
+    run = received(client, sender, spans, encoding=encoding)
+    assert (run.input_tokens, run.output_tokens) == agents.LOOKUP.tokens == (360, 90)
+    assert steps(run) == [
+        ("tool_use", "lookup_orders", True, "transient", 1, 120, 30),
+        ("tool_use", "lookup_orders", False, None, 1, 120, 30),
+        ("final_answer", "", False, None, 0, 120, 30),
+    ]
+    rows = list(run.steps.order_by("index"))
+    assert rows[0].retryable is True and rows[0].attempts[0]["message"] == "the orders service timed out (503)"
+    assert [s.repeat_of for s in rows] == [None, 1, None]
+    assert [s.api_stop_reason for s in rows] == ["tool_use", "tool_use", "end_turn"]
+    assert (run.retry_count, run.error_count, run.failed_attempt_count) == (0, 1, 1)
+    assert run.task == agents.LOOKUP.task and run.status == Run.Status.FINISHED
+    assert run.final_answer == "Customer c-7 has one order, 0871." and run.stop_reason == "final_answer"
+
+
+@pytest.mark.parametrize("sdk_spans", [True, False], ids=["sdk-spans", "no-sdk-spans"])
+def test_a_pydantic_ai_agent_sent_by_the_real_exporter_keeps_its_texts_and_both_kinds_of_failure(
+    live_server, sdk_spans
+):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    user = importer("pydantic-ai-team")
+    _, secret = token_create(user=user, name="pydantic-ai")
+    exporter = OTLPSpanExporter(endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Bearer {secret}"})
+    agents.pydantic_ai_run(agents.SUPPORT, sdk_spans=sdk_spans, exporter=exporter)
+    run = Run.objects.get(source=Run.Source.OTLP, owner=user)
+    assert (run.input_tokens, run.output_tokens) == (1600, 245)
+    rows = list(run.steps.order_by("index"))
+    assert [(s.kind, s.tool_name, s.text) for s in rows] == [
+        ("tool_use", "lookup_orders", "Looking the customer up."),
+        ("tool_use", "process_refund", "Refunding 0871."),
+        ("tool_use", "send_invoice", "Resending the invoice."),
+        ("tool_use", "send_invoice", "Trying the other address."),
+        ("final_answer", "", "No refund (239 days old); the invoice went to billing."),
+    ]
+    # the structured error, returned as the tool's answer, and the plain one, which the tool raised as
+    # ModelRetry and pydantic-ai's tool span records as an exception (no category in it)
+    assert [(s.is_error, s.category or None) for s in rows[:4]] == [
+        (False, None),
+        (True, "business"),
+        (True, None),
+        (False, None),
+    ]
+    assert rows[2].attempts[0]["message"] == "mailbox full"
+    assert [(s.input_tokens, s.output_tokens) for s in rows] == [(200, 40), (300, 45), (350, 50), (350, 50), (400, 60)]
+    assert [s.api_stop_reason for s in rows] == ["tool_use"] * 4 + ["end_turn"]
+    assert run.error_count == 2 and run.is_error_carried and run.stop_reason == "final_answer"
+    assert run.status == Run.Status.FINISHED and run.final_answer == rows[-1].text
