@@ -194,6 +194,21 @@ PRESETS: dict[str, Policy] = {
             max_attempts=1,
             ask_model_to_retry=True,
         ),
+        # The two lessons' mistakes below are structured with one setting changed, so a comparison
+        # with structured isolates it.
+        Policy(
+            name="nested-flag-bug",
+            description="Structured errors, but the retry rule reads isRetryable at the top level of the "
+            "tool_result, one level above where it is, so a retryable failure is never retried "
+            "(lesson 002's nested-flag bug).",
+            retry_flag_path="isRetryable",
+        ),
+        Policy(
+            name="swallowed-errors",
+            description="Every failure becomes an empty result with no is_error, so the model takes it "
+            "for nothing found (lesson 001's common mistake).",
+            swallow_errors=True,
+        ),
     )
 }
 

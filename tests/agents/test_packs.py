@@ -25,11 +25,12 @@ from examples.inventory_pack import Stockroom, check_stock, reserve_stock
 
 ROOT = Path(__file__).resolve().parents[2]
 P, F = True, False
-# scenario: verdict under fragile, starter, message, structured
+# scenario: verdict under fragile, starter, message, structured, model-retries, nested-flag-bug,
+# swallowed-errors
 EXPECTED = {
-    "inventory-warehouse-name": (F, F, P, P, P),
-    "inventory-short-stock": (F, F, P, P, P),
-    "inventory-flaky-scanner": (F, P, P, P, F),
+    "inventory-warehouse-name": (F, F, P, P, P, P, F),
+    "inventory-short-stock": (F, F, P, P, P, P, F),
+    "inventory-flaky-scanner": (F, P, P, P, F, F, F),
 }
 
 

@@ -1,8 +1,12 @@
 import random
+import re
+from pathlib import Path
 
 import pytest
 
 from agents.policies import PRESETS, PolicyError, get_policy, policy_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_presets_are_the_lessons_harnesses():
@@ -80,3 +84,21 @@ def test_the_nested_flag_setting_is_validated_naming_the_allowed_paths():
 def test_an_unknown_policy_name_lists_the_presets():
     with pytest.raises(PolicyError, match="unknown policy 'strict'"):
         get_policy("strict")
+
+
+def test_the_lessons_mistakes_are_structured_with_one_setting_changed():
+    structured = PRESETS["structured"].settings()
+    for name, setting, value in (
+        ("nested-flag-bug", "retry_flag_path", "isRetryable"),
+        ("swallowed-errors", "swallow_errors", True),
+    ):
+        differs = {k for k, v in PRESETS[name].settings().items() if structured[k] != v}
+        assert differs == {"name", "description", setting} and PRESETS[name].settings()[setting] == value
+
+
+def test_the_presets_table_in_docs_agents_md_is_every_preset_with_its_description():
+    docs = (ROOT / "docs" / "agents.md").read_text()
+    found = re.search(r"<!-- presets:start -->\n(.*?)\n<!-- presets:end -->", docs, re.S)
+    assert found, "docs/agents.md lost its <!-- presets:start --> … <!-- presets:end --> block"
+    rows = found.group(1).splitlines()[2:]
+    assert rows == [f"| `{p.name}` | {p.description} |" for p in PRESETS.values()]

@@ -10,30 +10,31 @@ from agents.trace import format_end, format_step
 from agents.vocabulary import StepKind
 
 P, F = True, False
-# scenario: verdict under fragile, starter, message, structured, model-retries
+# scenario: verdict under fragile, starter, message, structured, model-retries, nested-flag-bug,
+# swallowed-errors
 EXPECTED = {
-    "currency-unsupported": (F, F, P, P, P),
-    "currency-bad-amount": (F, F, P, P, P),
-    "currency-bad-amount-vague": (F, F, F, F, F),
-    "room-date-format": (F, F, P, P, P),
-    "room-book-permission": (F, F, P, P, P),
-    "lookup-flaky": (F, P, P, P, F),
-    "lookup-flaky-exhausted": (F, F, P, P, F),
-    "refund-too-old": (F, F, P, P, P),
-    "refund-bad-id": (F, F, P, P, P),
-    "refund-other-customer": (F, F, P, P, P),
-    "refund-flaky-payment": (F, P, P, P, P),
-    "lookup-empty": (P, F, P, P, P),
-    "fatal-credentials": (F, F, P, P, P),
-    "stuck-model": (F, F, F, P, P),
-    "lookup-order-ambiguous": (F, F, F, P, P),
-    "lookup-timeout-swallowed": (F, P, P, P, P),
-    "lookup-access-denied": (F, F, P, P, P),
-    "refund-not-found-permission": (F, F, F, P, P),
-    "customer-search-first": (F, F, P, P, P),
-    "invoice-internal-error": (F, F, F, P, P),
-    "charge-timeout-after-charge": (F, F, F, P, P),
-    "coordinator-partial": (F, F, P, P, P),
+    "currency-unsupported": (F, F, P, P, P, P, F),
+    "currency-bad-amount": (F, F, P, P, P, P, F),
+    "currency-bad-amount-vague": (F, F, F, F, F, F, F),
+    "room-date-format": (F, F, P, P, P, P, F),
+    "room-book-permission": (F, F, P, P, P, P, F),
+    "lookup-flaky": (F, P, P, P, F, F, F),
+    "lookup-flaky-exhausted": (F, F, P, P, F, F, F),
+    "refund-too-old": (F, F, P, P, P, P, F),
+    "refund-bad-id": (F, F, P, P, P, P, F),
+    "refund-other-customer": (F, F, P, P, P, P, F),
+    "refund-flaky-payment": (F, P, P, P, P, F, F),
+    "lookup-empty": (P, F, P, P, P, P, P),
+    "fatal-credentials": (F, F, P, P, P, P, P),
+    "stuck-model": (F, F, F, P, P, P, F),
+    "lookup-order-ambiguous": (F, F, F, P, P, P, F),
+    "lookup-timeout-swallowed": (F, P, P, P, P, P, F),
+    "lookup-access-denied": (F, F, P, P, P, P, F),
+    "refund-not-found-permission": (F, F, F, P, P, P, F),
+    "customer-search-first": (F, F, P, P, P, P, F),
+    "invoice-internal-error": (F, F, F, P, P, P, F),
+    "charge-timeout-after-charge": (F, F, F, P, P, F, F),
+    "coordinator-partial": (F, F, P, P, P, P, F),
 }
 
 
@@ -43,7 +44,15 @@ def trace(result):
 
 def test_the_expected_table_covers_every_scenario_and_preset():
     assert sorted(EXPECTED) == sorted(scenario_names())
-    assert list(PRESETS) == ["fragile", "starter", "message", "structured", "model-retries"]
+    assert list(PRESETS) == [
+        "fragile",
+        "starter",
+        "message",
+        "structured",
+        "model-retries",
+        "nested-flag-bug",
+        "swallowed-errors",
+    ]
 
 
 @pytest.mark.parametrize("policy", list(PRESETS))

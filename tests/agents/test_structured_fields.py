@@ -10,8 +10,7 @@ from agents.policies import MODEL_RETRY_PROMPT
 from agents.run import run_scenario
 from agents.vocabulary import StepKind
 
-NESTED_FLAG_BUG = {"base": "structured", "name": "nested-flag-bug", "retry_flag_path": "isRetryable"}
-SWALLOW = {"base": "structured", "name": "swallower", "swallow_errors": True}
+NESTED_FLAG_BUG, SWALLOW = "nested-flag-bug", "swallowed-errors"  # the presets of the two lessons' mistakes
 
 
 def tool_steps(result):
@@ -54,6 +53,39 @@ def test_a_swallowed_timeout_is_reported_as_nothing_found():
     [step] = tool_steps(result)
     assert step.result_content == [] and not step.is_error
     assert "answer does not say there are no orders ✗" in result.end.verdict.reason
+
+
+def test_the_nested_flag_preset_runs_from_the_cli_and_prints_the_timeout_it_did_not_retry():
+    out = cli("run", "--scenario", "lookup-flaky", "--policy", "nested-flag-bug")
+    assert "policy: nested-flag-bug (Structured errors, but the retry rule reads isRetryable at the top level" in out
+    assert "step 1: lookup({'key': 'answer'}) -> ERROR (is_error): upstream returned 503\n" in out
+    assert "    attempt " not in out  # one attempt: the flag said retryable, the rule read nothing
+    assert "final answer: I couldn't look up 'answer': upstream returned 503." in out
+    assert "verdict: FAIL: answered ✓; answer gives the value 42 ✗;" in out
+    assert "[transient-not-retried] Transient error not retried · lookup · step 1" in out
+    assert "fix: `retry_flag_path: error.isRetryable` (this run's policy has isRetryable)" in out
+    right = cli("run", "--scenario", "lookup-flaky", "--policy", "structured")
+    assert "    attempt 3 after 0.5516s backoff: ok" in right and "verdict: PASS" in right
+
+
+def test_the_swallowed_errors_preset_runs_from_the_cli_and_prints_the_timeout_as_an_empty_result():
+    out = cli("run", "--scenario", "lookup-timeout-swallowed", "--policy", "swallowed-errors")
+    assert "policy: swallowed-errors (Every failure becomes an empty result with no is_error" in out
+    assert "step 1: lookup_orders({'customer': 'Ana Ruiz'}) -> ok: []\n" in out
+    assert "final answer: Here is what lookup_orders returned: none." in out
+    assert (
+        'verdict: FAIL: answered ✓; answer does not say there are no orders ✗ (it says "returned: none", but Ana '
+        "Ruiz has 5 orders); answer says the lookup failed ✗"
+    ) in out
+    right = cli("run", "--scenario", "lookup-timeout-swallowed", "--policy", "structured")
+    assert "-> ERROR (is_error): still failing after 3 attempts: the order history service timed out" in right
+    assert "verdict: PASS" in right
+
+
+def test_the_lessons_mistakes_are_listed_with_the_presets():
+    listed = cli("list")
+    assert "  nested-flag-bug          Structured errors, but the retry rule reads isRetryable" in listed
+    assert "  swallowed-errors         Every failure becomes an empty result with no is_error" in listed
 
 
 def test_a_misleading_not_found_is_not_repaired_when_the_category_says_permission():

@@ -29,6 +29,8 @@ def test_the_presets_say_whether_they_clean_error_text():
         "message": False,
         "structured": True,
         "model-retries": True,
+        "nested-flag-bug": True,
+        "swallowed-errors": True,
     }
 
 
@@ -74,6 +76,8 @@ def test_the_presets_say_how_they_retry_a_write_not_safe_to_repeat():
         "message": "never",
         "structured": "idempotency_key",
         "model-retries": "idempotency_key",
+        "nested-flag-bug": "idempotency_key",
+        "swallowed-errors": "idempotency_key",
     }
 
 
