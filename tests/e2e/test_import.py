@@ -50,7 +50,9 @@ def test_two_uploaded_transcripts_import_and_compare_where_they_split(signed_in:
     report.locator(".file-report", has_text="starter.json").get_by_role("link").click()
     expect(page.locator(".head-badges .badge.imported")).to_have_text("imported · file · claude-haiku-4-5")
     page.get_by_role("link", name="compare", exact=True).click()  # the run's, not the navigation's Compare
-    expect(page.locator(".split-summary")).to_contain_text("split at aligned step 1, attempt 2")
+    # The starter's model sent the refused call again: a step of its own, where the structured run answered.
+    expect(page.locator(".split-summary")).to_contain_text("split at aligned step 2")
+    expect(page.locator(".split-summary")).to_contain_text("business · not retryable")
     assert page.evaluate("window.cspViolations") == []
 
 

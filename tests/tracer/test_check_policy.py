@@ -53,10 +53,11 @@ def test_the_lessons_starting_errors_py_fails_with_the_reasons():
         "an empty result is no error": "✗",
         "every scenario ran under it": "✓",
     }
+    # The first few failing calls are listed, in the built-in scenarios' order, then "… and N more".
     assert (
-        '    refund-too-old step 1 process_refund: {"error": {"message": "Error"}} has no isError: true; '
+        '    room-book-permission step 1 book_slot: {"error": {"message": "Error"}} has no isError: true; '
         "no errorCategory; no isRetryable (a retry hint); its message 'Error' is not the tool's "
-        "('Refunds close after 30 days. This order is 239 days old.')"
+        "('booking rooms requires manager approval; ask the user to book it themselves')"
     ) in lines
     assert "    refund-too-old step 1 process_refund: a business failure was tried 3 times" in lines
     assert (

@@ -77,7 +77,7 @@ def test_both_runs_counters_are_over_all_their_steps(admin_client):
     doc = parse(admin_client.get(compare_url(a, b)).content.decode())
     table = {row.one("th").text: [td.text for td in row.select("td")] for row in doc.select("table.diffs tbody tr")}
     assert table["Tool calls"] == ["500", "500"]
-    assert table["Errors"] == ["500", "500"]
+    assert table["Failed steps"] == ["500", "500"]
     assert table["Retries"] == ["7", "3"]
 
 

@@ -52,6 +52,7 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:run": (["at"], None, []),
     "tracer:run-steps": (["after", "before", "at"], None, ["step-poll", "step-gap-51"]),
     "tracer:compare": ([*CompareForm.base_fields, "run"], None, []),
+    "tracer:compare-suggest": (["side", "a", "b"], None, []),
     "tracer:policies": (["policy", *MatrixFilterForm.base_fields], None, ["policy-list", "policy-matrix"]),
     "tracer:policy-create": ([], list(PolicyVariantForm.base_fields), ["policy-form"]),
     "tracer:stops": ([*StopFilterForm.base_fields, "page"], None, ["stop-counts", "stop-cases"]),

@@ -122,8 +122,8 @@ def test_run_execute_stops_the_agent_loop_when_the_run_was_ended_elsewhere_and_d
     run = run_create(scenario="refund-too-old", policy=starter)
     real_step_record = step_record
 
-    def interrupted_after_the_first_step(*, run, step, claim_token=""):
-        real_step_record(run=run, step=step, claim_token=claim_token)
+    def interrupted_after_the_first_step(*, run, step, **rest):
+        real_step_record(run=run, step=step, **rest)
         lapse(run)
         execution.run_interrupt_stale()
 
