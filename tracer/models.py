@@ -493,6 +493,28 @@ class ReviewTag(models.Model):
         return self.name
 
 
+class BulkReview(models.Model):
+    """One review given to several identical stops at once (``tracer/reviews.py``), kept so it can be
+    undone for ``reviews.UNDO_WINDOW`` after: each run's review as it was before (``before``: a run id
+    and its review's fields and tags, or null where the run had none)."""
+
+    user = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField()
+    summary = models.CharField(max_length=400)  # what the review said, for "Reviewed 7 runs as …"
+    before = models.JSONField()
+    undone_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "-created_at"], name="bulkreview_user_idx")]
+
+    def __str__(self) -> str:
+        return f"bulk review of {len(self.before)} runs at {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def run_ids(self) -> list[int]:
+        return [entry["run"] for entry in self.before]
+
+
 class ApiToken(models.Model):
     """A user's key to the API and the OTLP receiver (``tracer/tokens.py``): stored hashed, shown once.
 

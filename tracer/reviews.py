@@ -8,25 +8,30 @@ review. The judge's verdict stays on ``Run.verdict``: pages show both ("judge: f
 the override where there is one.
 
 Identical stops (``stops_page.stop_signature``): the same scenario, policy and stop reason, and the same
-failing tool and error at the end. Every write checks every field first and raises one
-``ValidationError`` naming each bad one; then nothing is written.
+failing tool and error at the end. Such a bulk review is kept (``BulkReview``) with each run's review
+as it was before, and for ``UNDO_WINDOW`` after it may be undone: each run gets back exactly that review,
+or none. Every write checks every field first and raises one ``ValidationError`` naming each bad one;
+then nothing is written.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
-from .models import ReviewTag, Run, StopReview
+from .models import BulkReview, ReviewTag, Run, StopReview
 from .reads import stops_page
 
 TAG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 MAX_TAGS = 10
 MAX_TEXT = 2000  # a note's and a reason's longest
+UNDO_WINDOW = timedelta(minutes=10)  # how long after a bulk review it may be undone
 
 
 def review_tags_parse(text: str) -> tuple[list[str], list[str]]:
@@ -132,7 +137,13 @@ def run_review_save(
         "reviewer": user if user is not None and getattr(user, "is_authenticated", False) else None,
     }
     with transaction.atomic():
-        return [_review_write(run=r, fields=fields, tags=tags) for r in [run, *others]]
+        before = _reviews_before([run, *others]) if others else []
+        saved = [_review_write(run=r, fields=fields, tags=tags) for r in [run, *others]]
+        if others:
+            BulkReview.objects.create(
+                user=fields["reviewer"], created_at=timezone.now(), summary=_review_summary(fields, tags), before=before
+            )
+        return saved
 
 
 def _review_write(*, run: Run, fields: dict[str, Any], tags: list[str]) -> StopReview:
@@ -141,3 +152,115 @@ def _review_write(*, run: Run, fields: dict[str, Any], tags: list[str]) -> StopR
     ReviewTag.objects.bulk_create([ReviewTag(review=review, name=t) for t in tags], ignore_conflicts=True)
     run.review = review
     return review
+
+
+def _reviews_before(runs: list[Run]) -> list[dict[str, Any]]:
+    """Each run's review as it is now (its fields and tags), or None where it has none: what an undo
+    puts back. Two queries."""
+    current = {r.run_id: r for r in StopReview.objects.filter(run__in=runs).prefetch_related("tags")}
+    out = []
+    for run in runs:
+        review = current.get(run.pk)
+        state = None
+        if review is not None:
+            state = {
+                "verdict": review.verdict,
+                "verdict_override": review.verdict_override,
+                "override_reason": review.override_reason,
+                "note": review.note,
+                "reviewer": review.reviewer_id,
+                "reviewed_at": review.reviewed_at.isoformat(),
+                "tags": [t.name for t in review.tags.all()],
+            }
+        out.append({"run": run.pk, "review": state})
+    return out
+
+
+def _review_summary(fields: dict[str, Any], tags: list[str]) -> str:
+    """What a review says, in the words the pages use: "model stuck · reviewer: pass · note · tags: ids"."""
+    parts = []
+    if fields["verdict"]:
+        parts.append(StopReview.Verdict(fields["verdict"]).label)
+    if fields["verdict_override"]:
+        parts.append(f"reviewer: {fields['verdict_override']}")
+    if fields["note"]:
+        parts.append("a note")
+    if tags:
+        parts.append(f"tags: {', '.join(tags)}")
+    return " · ".join(parts)[:400]
+
+
+def bulk_review_message(bulk: BulkReview) -> str:
+    """ "Reviewed 7 runs as model stuck · tags: ids" (a run's own review and its identical stops')."""
+    return f"Reviewed {len(bulk.before)} runs as {bulk.summary}"
+
+
+def bulk_review_undo_until(bulk: BulkReview) -> datetime:
+    return bulk.created_at + UNDO_WINDOW
+
+
+def bulk_review_undoable(*, user: Any, now: datetime | None = None) -> BulkReview | None:
+    """``user``'s latest bulk review while it may still be undone (one query), or None."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    now = now or timezone.now()
+    return (
+        BulkReview.objects.filter(user=user, undone_at__isnull=True, created_at__gt=now - UNDO_WINDOW)
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def bulk_review_undo(*, bulk_id: int, now: datetime | None = None) -> BulkReview:
+    """Put back each run's review as it was before bulk review ``bulk_id`` (none where there was none),
+    in one transaction. Raises ``ValidationError`` saying why, and changes nothing, when the window has
+    passed, it was undone already, or one of its runs' reviews was changed since (undoing would lose
+    that change)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        bulk = BulkReview.objects.select_for_update().filter(pk=bulk_id).first()
+        if bulk is None:
+            raise ValidationError(f"there is no bulk review {bulk_id} to undo")
+        until = bulk_review_undo_until(bulk)
+        if bulk.undone_at is not None:
+            raise ValidationError(
+                f"the review of runs {_ids(bulk.run_ids)} was undone already, at {bulk.undone_at:%H:%M} UTC"
+            )
+        if now > until:
+            minutes = int(UNDO_WINDOW.total_seconds() // 60)
+            raise ValidationError(
+                f"the review of runs {_ids(bulk.run_ids)} can no longer be undone: undo lasts {minutes} minutes "
+                f"after a review and ended at {until:%H:%M} UTC; change each run's review on its own"
+            )
+        current = {r.run_id: r for r in StopReview.objects.filter(run__in=bulk.run_ids)}
+        changed = [
+            run_id for run_id in bulk.run_ids if run_id not in current or current[run_id].reviewed_at > bulk.created_at
+        ]
+        if changed:
+            raise ValidationError(
+                f"the review of runs {_ids(changed)} was changed after this bulk review: undoing it would lose "
+                "that change; change each run's review on its own"
+            )
+        for entry in bulk.before:
+            _review_restore(run_id=entry["run"], state=entry["review"])
+        bulk.undone_at = now
+        bulk.save(update_fields=["undone_at"])
+    return bulk
+
+
+def _review_restore(*, run_id: int, state: dict[str, Any] | None) -> None:
+    if state is None:
+        StopReview.objects.filter(run_id=run_id).delete()  # its tags go with it
+        return
+    fields = {k: v for k, v in state.items() if k not in ("tags", "reviewer", "reviewed_at")}
+    # update(), not save(): the review's time is put back too, which save() would set to now
+    StopReview.objects.filter(run_id=run_id).update(
+        **fields, reviewer_id=state["reviewer"], reviewed_at=datetime.fromisoformat(state["reviewed_at"])
+    )
+    review_id = StopReview.objects.values_list("pk", flat=True).get(run_id=run_id)
+    ReviewTag.objects.filter(review_id=review_id).delete()
+    ReviewTag.objects.bulk_create([ReviewTag(review_id=review_id, name=t) for t in state["tags"]])
+
+
+def _ids(run_ids: list[int]) -> str:
+    return ", ".join(f"#{i}" for i in run_ids)

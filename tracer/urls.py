@@ -17,6 +17,7 @@ urlpatterns = [
     path("policies/", views.policies, name="policies"),
     path("policies/new/", views.policy_create, name="policy-create"),
     path("stops/", views.stops, name="stops"),
+    path("reviews/bulk/<int:pk>/undo/", views.bulk_review_undo, name="bulk-review-undo"),
     path("tools/", views.tools, name="tools"),
     path("findings/", views.findings, name="findings"),
     path("launch/", views.launch, name="launch"),

@@ -417,10 +417,38 @@ def stops(request: HttpRequest) -> HttpResponse:
         "page": page,
         "cases": stops_page.stop_cases(runs=list(page)),
         "form": form,
+        "bulk": _bulk_undo_offer(request),
     } | _review_context()
     if request.htmx.target == "stop-cases":  # after a bulk review: the queue without the stops it covered
         return render(request, "tracer/stops.html#stop-cases", context)
     return render(request, "tracer/stops.html", context, status=400 if form.errors else 200)
+
+
+def _bulk_undo_offer(request: HttpRequest) -> dict | None:
+    """The user's latest bulk review while it may be undone: what it did and until when (one query)."""
+    if not request.user.has_perms(access.REVIEW):
+        return None
+    bulk = reviews.bulk_review_undoable(user=request.user)
+    if bulk is None:
+        return None
+    return {"pk": bulk.pk, "message": reviews.bulk_review_message(bulk), "until": reviews.bulk_review_undo_until(bulk)}
+
+
+@login_required
+@require_POST
+def bulk_review_undo(request: HttpRequest, pk: int) -> HttpResponse:
+    """Undo a bulk review (``reviews.bulk_review_undo``) and go back to the stop queue saying so; a
+    refusal (too late, undone already, changed since) is a 400 page saying why, with nothing changed."""
+    access.permission_require(user=request.user, perms=access.REVIEW, action="review runs")
+    try:
+        bulk = reviews.bulk_review_undo(bulk_id=pk)
+    except ValidationError as exc:
+        return render(request, "400.html", {"message": f"Not undone: {' '.join(exc.messages)}."}, status=400)
+    ids = ", ".join(f"#{i}" for i in bulk.run_ids)
+    messages.success(
+        request, f"Undid the review of {len(bulk.run_ids)} runs ({ids}): each has its review from before again."
+    )
+    return HttpResponseRedirect(_safe_next(request, fallback=reverse("tracer:stops")))
 
 
 def _safe_next(request: HttpRequest, *, fallback: str) -> str:

@@ -149,3 +149,27 @@ def test_a_refused_stop_review_names_the_field_before_save_and_keeps_the_identic
         stop.pk: "the id format is never said",
         alike.pk: "the id format is never said",
     }
+
+
+def test_undo_a_review_of_identical_stops_puts_them_back_in_the_queue(signed_in: Page, live_server):
+    third = [guard_stop() for _ in range(3)][-1]
+    page = signed_in
+    page.goto(f"{live_server.url}/stops/")
+    cards = page.locator("article.stop-case")
+    expect(cards).to_have_count(3)
+    card = page.locator(f"#stop-{third.pk}")
+    card.get_by_label("model stuck").check()
+    card.get_by_label(re.compile("identical unreviewed stops")).check()
+    card.get_by_role("button", name="Save review").click()
+    expect(cards).to_have_count(0)
+
+    offer = page.locator("form.bulk-undo")
+    expect(offer).to_contain_text("Reviewed 3 runs as model stuck.")
+    expect(offer).to_contain_text("until")
+    offer.get_by_role("button", name="Undo").click()
+
+    expect(page.locator(".messages")).to_contain_text(f"Undid the review of 3 runs (#{third.pk}, ")
+    expect(cards).to_have_count(3)
+    expect(page.locator("#stop-counts")).to_contain_text("Unreviewed 3")
+    expect(page.locator("form.bulk-undo")).to_have_count(0)
+    assert not StopReview.objects.exists()

@@ -3,6 +3,8 @@ run page, in the runs list and its filters; the stop queue's filters, identical 
 the max-steps card's wording; who may review; bad input is a 400 naming the field, with nothing written;
 query counts that do not grow with the runs shown."""
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
 
@@ -18,7 +20,7 @@ from tests.factories import (
 from tests.tracer.test_views import HTMX, get, htmx
 from tests.tracer.test_views_queries import queries
 from tracer import reviews
-from tracer.models import ReviewTag, Run, StopReview
+from tracer.models import BulkReview, MatrixTally, ReviewTag, Run, StopReview
 from tracer.reads import stops_page
 from tracer.reads.matrix import policy_matrix
 
@@ -466,6 +468,98 @@ def test_a_bulk_review_with_a_bad_field_writes_nothing(admin_client):
     assert b.pk  # still unreviewed
 
 
+def _reviews_state() -> list[tuple]:
+    """Every review as the database holds it, with its tags (what an undo must put back exactly)."""
+    return [
+        (
+            r.run_id,
+            r.verdict,
+            r.verdict_override,
+            r.override_reason,
+            r.note,
+            r.reviewer_id,
+            r.reviewed_at,
+            sorted(t.name for t in r.tags.all()),
+        )
+        for r in StopReview.objects.prefetch_related("tags").order_by("run_id")
+    ]
+
+
+def _bulk_review(client, run, **fields):
+    body = {"verdict": "unhelpful_error", "note": "no id format", "tags": "ids", "identical": "on", **fields}
+    return client.post(review_url(run), body, headers=HTMX)
+
+
+def test_a_bulk_review_is_undone_to_exactly_the_reviews_before_it(reviewer):
+    a, b, c = guard_stop(), guard_stop(), guard_stop()
+    earlier = reviews.run_review_save(run=a, verdict="expected", note="mine", tags="old keep")[0]
+    StopReview.objects.filter(pk=earlier.pk).update(reviewed_at=earlier.reviewed_at - timedelta(days=2))
+    alone = guard_stop(policy_name="starter")
+    reviews.run_review_save(run=alone, verdict="model_stuck")
+    before = _reviews_state()
+    tallies_before = list(MatrixTally.objects.values().order_by("pk"))
+    assert _bulk_review(reviewer, a).status_code == 200
+    assert {r.run_id for r in StopReview.objects.filter(verdict="unhelpful_error")} == {a.pk, b.pk, c.pk}
+
+    doc = get(reviewer, reverse("tracer:stops"), headers=htmx("stop-cases"))
+    offer = doc.one("form.bulk-undo")
+    assert "Reviewed 3 runs as unhelpful error message · a note · tags: ids." in offer.text
+    assert "until" in offer.text
+    response = reviewer.post(offer["action"], {"next": reverse("tracer:stops")})
+    assert response.status_code == 302 and response["Location"] == reverse("tracer:stops")
+    assert _reviews_state() == before  # a's own review, with its tags and time; b and c: none again
+    assert list(MatrixTally.objects.values().order_by("pk")) == tallies_before
+
+    doc = get(reviewer, reverse("tracer:stops"))
+    assert f"Undid the review of 3 runs (#{a.pk}, #{b.pk}, #{c.pk})" in doc.text
+    assert not doc.select("form.bulk-undo")  # undone: no more offer
+    assert {card["id"] for card in doc.select("article.stop-case")} == {f"stop-{b.pk}", f"stop-{c.pk}"}
+    again = reviewer.post(offer["action"])
+    assert again.status_code == 400 and "was undone already" in page(again).text
+
+
+def test_a_bulk_review_cannot_be_undone_after_the_window(reviewer):
+    a, b = guard_stop(), guard_stop()
+    _bulk_review(reviewer, a)
+    bulk = BulkReview.objects.get()
+    BulkReview.objects.update(created_at=bulk.created_at - reviews.UNDO_WINDOW - timedelta(seconds=1))
+    StopReview.objects.update(reviewed_at=bulk.created_at - reviews.UNDO_WINDOW - timedelta(seconds=2))
+    after = _reviews_state()
+    assert not get(reviewer, reverse("tracer:stops")).select("form.bulk-undo")  # no longer offered
+    response = reviewer.post(reverse("tracer:bulk-review-undo", args=[bulk.pk]))
+    assert response.status_code == 400
+    text = page(response).text
+    assert f"the review of runs #{a.pk}, #{b.pk} can no longer be undone: undo lasts 10 minutes" in text
+    assert _reviews_state() == after
+    assert BulkReview.objects.get().undone_at is None
+
+
+def test_undo_refuses_when_a_run_was_reviewed_again_since(reviewer):
+    a, b = guard_stop(), guard_stop()
+    _bulk_review(reviewer, a)
+    reviews.run_review_save(run=b, verdict="model_stuck", note="second look")
+    after = _reviews_state()
+    response = reviewer.post(reverse("tracer:bulk-review-undo", args=[BulkReview.objects.get().pk]))
+    assert response.status_code == 400
+    assert f"the review of runs #{b.pk} was changed after this bulk review" in page(response).text
+    assert _reviews_state() == after
+
+
+def test_only_a_reviewer_may_undo_a_bulk_review(client, django_user_model, reviewer):
+    a, _ = guard_stop(), guard_stop()
+    _bulk_review(reviewer, a)
+    state = _reviews_state()
+    client.force_login(django_user_model.objects.create_user("paul", password="a-long-test-password"))
+    response = client.post(reverse("tracer:bulk-review-undo", args=[BulkReview.objects.get().pk]))
+    assert response.status_code == 403 and _reviews_state() == state
+
+
+def test_a_single_review_offers_no_undo(reviewer):
+    reviewer.post(review_url(guard_stop()), {"verdict": "expected"}, headers=HTMX)
+    assert not BulkReview.objects.exists()
+    assert not get(reviewer, reverse("tracer:stops")).select("form.bulk-undo")
+
+
 def test_the_stop_queue_costs_the_same_for_4_and_20_identical_and_reviewed_stops(admin_client):
     url = reverse("tracer:stops") + "?state=all"
     for i in range(4):
@@ -479,6 +573,17 @@ def test_the_stop_queue_costs_the_same_for_4_and_20_identical_and_reviewed_stops
         if i % 3 == 0:
             reviews.run_review_save(run=stop, verdict="model_stuck", note="n", tags=f"t{i}")
     assert queries(admin_client, url) == four
+
+
+def test_the_stop_queue_costs_the_same_with_an_undo_offer_for_2_and_12_runs(reviewer):
+    url = reverse("tracer:stops") + "?state=all"
+    first = [guard_stop(scenario="two") for _ in range(2)]
+    _bulk_review(reviewer, first[0])
+    two = queries(reviewer, url)
+    more = [guard_stop(scenario="twelve") for _ in range(12)]
+    _bulk_review(reviewer, more[0])
+    assert get(reviewer, url).one("form.bulk-undo").text.count("Reviewed 12 runs")
+    assert queries(reviewer, url) == two
 
 
 # --- the effective verdict in the data -------------------------------------------------------------
