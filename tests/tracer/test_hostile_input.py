@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.factories import ExperimentFactory, RunFactory, guard_stop, refund_too_old_starter
+from tracer import reviews
 from tracer.api import api
 from tracer.forms import (
     CompareForm,
@@ -41,6 +42,7 @@ from tracer.forms import (
     ToolsFilterForm,
 )
 from tracer.json_input import MAX_DEPTH, too_deep
+from tracer.models import BulkReview
 from tracer.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -59,6 +61,7 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:tools": ([*ToolsFilterForm.base_fields], None, ["tool-list"]),
     "tracer:findings": ([*FindingsFilterForm.base_fields, "page"], None, ["finding-body", "finding-list"]),
     "tracer:run-review": ([], [*RunReviewForm.base_fields, "next"], ["run-review"]),
+    "tracer:bulk-review-undo": ([], ["next"], []),
     "tracer:launch": ([], list(LaunchForm.base_fields), []),
     "tracer:experiment": ([], None, ["experiment-progress"]),
     "tracer:run-export": ([], None, []),
@@ -148,11 +151,16 @@ def recorded(admin_client, admin_user):
     """A few rows to point the probe at: a retried refusal, a guard stop, an experiment's run."""
     experiment = ExperimentFactory()
     runs = [RunFactory(experiment=experiment).pk, refund_too_old_starter().pk, guard_stop().pk]
+    alike = guard_stop(scenario="alike")
+    guard_stop(scenario="alike")
+    reviews.run_review_save(run=alike, verdict="expected", identical=True, user=admin_user)  # one to undo
+    bulk = BulkReview.objects.get()
     ids = {
         "tracer:token-revoke": [token_create(user=admin_user, name="probe")[0].pk],
         "tracer:run": runs,
         "tracer:run-steps": runs,
         "tracer:run-review": runs,
+        "tracer:bulk-review-undo": [bulk.pk],
         "tracer:experiment": [experiment.pk],
         "tracer:run-export": runs,
         "tracer:run-otlp": runs,
