@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from . import names
 from .policy_code import PolicyCode, PolicyCodeError, load_policy_code, module_paths
 from .vocabulary import ErrorCategory, ErrorFormat, RetryRule, ToolTransport
 
@@ -63,7 +64,7 @@ class Policy(BaseModel):
     # Enum fields (defaults too) hold their plain values, so ``settings()`` is the JSON it always was.
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=True, validate_default=True)
 
-    name: str = Field(min_length=1, max_length=40, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    name: str = Field(min_length=1, max_length=names.POLICY_NAME_MAX, pattern=names.NAME_PATTERN)
     description: str = ""
     error_format: ErrorFormat = ErrorFormat.STRUCTURED
     retry_on: RetryRule = RetryRule.TRANSIENT

@@ -19,6 +19,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents import names
 from agents.policies import PolicyError, policy_from_dict
 from agents.vocabulary import JUDGES, ModelBackendName
 
@@ -226,7 +227,7 @@ def policy_variant_create(*, name: str, settings: dict[str, Any], user=None) -> 
     except ValidationError as exc:
         errors = exc.message_dict
         if "name" in errors:
-            errors["name"] = [f"use lowercase letters, digits, - and _, starting with a letter or digit; got {name!r}"]
+            errors["name"] = [names.name_problem(name, limit=names.POLICY_NAME_MAX)]
     taken = f"a policy named {name!r} already exists; choose another name"
     if PolicyVariant.objects.filter(name=name).exists():
         errors.setdefault("name", []).append(taken)

@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from agents import names
 from agents.diagnosis.kinds import KINDS
 from agents.policies import PRESETS, RETRY_FLAG_PATHS
 from agents.policy_code import module_paths as policy_module_paths
@@ -29,6 +30,31 @@ SHORT_NUMBER = forms.NumberInput(attrs={"class": "short"})
 # The largest id a 64-bit primary key holds, on SQLite and PostgreSQL alike: a bigger number in a
 # query string is a bad id, not a database error.
 ID_MAX = 2**63 - 1
+
+
+class TextField(forms.CharField):
+    """A text field whose limit is checked here, not in the browser: an input's ``maxlength`` cuts what
+    is typed or pasted without a word, so the input has none and over-long text is refused, naming the
+    limit."""
+
+    default_error_messages = {"max_length": "at most %(limit_value)d characters; got %(show_value)d"}
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        attrs = super().widget_attrs(widget)
+        attrs.pop("maxlength", None)
+        return attrs
+
+
+def name_validator(limit: int):
+    """A form field's check of a matrix name (``agents.names``): a scenario key or a policy label."""
+
+    def check(value: str) -> None:
+        try:
+            names.name_checked(value, limit=limit)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+    return check
 
 
 class BoundedJSONField(forms.JSONField):
@@ -66,7 +92,7 @@ def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
 
 
 class RunFilterForm(forms.Form):
-    q = forms.CharField(
+    q = TextField(
         required=False,
         label="search",
         max_length=200,
@@ -269,9 +295,9 @@ class MatrixFilterForm(forms.Form):
 class PolicyVariantForm(forms.Form):
     """A custom variant: a preset to start from and the settings that differ from it."""
 
-    name = forms.CharField(max_length=40)
+    name = TextField(max_length=names.POLICY_NAME_MAX)
     base = forms.ChoiceField(choices=[(n, n) for n in PRESETS], initial="structured", label="base preset")
-    description = forms.CharField(required=False, max_length=500)
+    description = TextField(required=False, max_length=500)
     tool_transport = forms.ChoiceField(
         required=False, label="tool transport", choices=INHERIT + [(v, v) for v in ToolTransport]
     )
@@ -348,9 +374,9 @@ class RunReviewForm(forms.Form):
         label="verdict override",
         choices=[("", "the judge's verdict stands"), *Run.Verdict.choices],
     )
-    override_reason = forms.CharField(required=False, max_length=2000, label="why the judge was wrong")
-    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
-    tags = forms.CharField(required=False, max_length=500, help_text="words separated by commas or spaces")
+    override_reason = TextField(required=False, max_length=2000, label="why the judge was wrong")
+    note = TextField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    tags = TextField(required=False, max_length=500, help_text="words separated by commas or spaces")
     identical = forms.BooleanField(required=False, label="also review the identical unreviewed stops")
 
 
@@ -394,7 +420,7 @@ class StopFilterForm(forms.Form):
 
 
 class ApiTokenForm(forms.Form):
-    name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"autocomplete": "off"}))
+    name = TextField(max_length=100, widget=forms.TextInput(attrs={"autocomplete": "off"}))
 
 
 class LaunchForm(forms.Form):
@@ -402,7 +428,7 @@ class LaunchForm(forms.Form):
     policies = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
     model_backend = forms.ChoiceField(label="model backend", initial=ModelBackendName.SIMULATED)
     repeats = forms.IntegerField(min_value=1, max_value=50, initial=1)
-    name = forms.CharField(required=False, max_length=200)
+    name = TextField(required=False, max_length=200)
     step_delay_s = forms.FloatField(
         required=False,
         label="pace",
@@ -447,8 +473,8 @@ class LaunchForm(forms.Form):
         """The scenario checkboxes grouped by pack, in the packs' order: name, title and the bound choices."""
         boxes = {box.data["value"]: box for box in self["scenarios"]}
         groups = []
-        for name, title, names in self.packs:
-            choices = [boxes[n] for n in names if n in boxes]
+        for name, title, pack in self.packs:
+            choices = [boxes[n] for n in pack if n in boxes]
             if choices:
                 groups.append({"name": name, "title": title, "choices": choices})
         return groups
@@ -487,13 +513,17 @@ class ImportForm(forms.Form):
         help_text=f".json (a run document, a transcript, or a list of them) or .jsonl; at most {IMPORT_MAX_FILE_MB} MB",
         widget=MultipleFileInput(attrs={"accept": ".json,.jsonl,.ndjson,application/json"}),
     )
-    scenario = forms.CharField(
+    scenario = TextField(
         required=False,
-        max_length=100,
+        max_length=names.SCENARIO_KEY_MAX,
+        validators=[name_validator(names.SCENARIO_KEY_MAX)],
         help_text="scenario key: runs with the same key compare and share a matrix row (blank: as each file says)",
     )
-    policy = forms.CharField(
-        required=False, max_length=40, help_text="policy label, a matrix column (blank: as each file says)"
+    policy = TextField(
+        required=False,
+        max_length=names.POLICY_NAME_MAX,
+        validators=[name_validator(names.POLICY_NAME_MAX)],
+        help_text="policy label, a matrix column (blank: as each file says)",
     )
 
     def clean_files(self) -> list[Any]:

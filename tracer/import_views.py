@@ -52,9 +52,10 @@ def import_runs(request: HttpRequest) -> HttpResponse:
             )
             reports.append({"file": report, "rows": _report_rows(report)})
     context = {"form": form, "reports": reports, "shown": REPORT_ITEMS_SHOWN}
+    status = 400 if form.errors else 200  # a field refused: nothing was read, nothing written
     if request.htmx:
-        return render(request, "tracer/import.html#import-report", context)
-    return render(request, "tracer/import.html", context)
+        return render(request, "tracer/import.html#import-report", context, status=status)
+    return render(request, "tracer/import.html", context, status=status)
 
 
 def _lines(documents: Iterable[dict]) -> Iterator[str]:

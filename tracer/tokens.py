@@ -39,10 +39,13 @@ def token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
     name = name.strip()
     if not name:
         raise ValidationError({"name": "A token needs a name, e.g. the agent or machine that will use it."})
+    limit = ApiToken._meta.get_field("name").max_length
+    if len(name) > limit:
+        raise ValidationError({"name": f"at most {limit} characters; got {len(name)}"})
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
-        name=name[: ApiToken._meta.get_field("name").max_length],
+        name=name,
         prefix=secret[: ApiToken.PREFIX_LENGTH],
         digest=_digest(secret),
     )

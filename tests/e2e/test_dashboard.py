@@ -159,7 +159,9 @@ def test_create_a_custom_policy_with_a_message_per_invalid_field(signed_in: Page
     form.get_by_label("Name").fill("Patient Structured")
     form.get_by_label("Max attempts").fill("40")
     form.get_by_role("button", name="Create policy").click()
-    expect(form.locator("#error-name")).to_contain_text("use lowercase letters, digits, - and _")
+    expect(form.locator("#error-name")).to_contain_text(
+        "expected lowercase letters, digits, - and _, starting with a letter or digit, at most 40 characters"
+    )
     expect(form.locator("#error-max_attempts")).to_contain_text("less than or equal to 10")
 
     form.get_by_label("Name").fill("patient-structured")

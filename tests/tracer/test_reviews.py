@@ -121,7 +121,7 @@ def test_a_reviewer_sees_the_review_form_on_a_runs_page(reviewer):
         (override(verdict="expected"), "Why it stopped: only a run a guard stopped has a stop verdict"),
         ({"override_reason": "because"}, "Why the judge was wrong: a reason goes with a verdict override"),
         ({"note": " "}, "nothing to save"),
-        (override(note="x" * 2001), "Note: Ensure this value has at most 2000 characters"),
+        (override(note="x" * 2001), "Note: at most 2000 characters; got 2001"),
     ],
 )
 def test_a_bad_review_is_a_400_naming_the_field_and_nothing_is_written(reviewer, fields, named):

@@ -458,7 +458,10 @@ def test_a_policy_variant_form_names_each_invalid_field(admin_client):
         headers=HTMX,
     )
     doc = page(response)
-    assert "use lowercase letters, digits, - and _" in doc.one("#error-name").text
+    assert (
+        "expected lowercase letters, digits, - and _, starting with a letter or digit, at most 40 characters"
+        in doc.one("#error-name").text
+    )
     assert "less than or equal to 10" in doc.one("#error-max_attempts").text
     assert "less than or equal to 1" in doc.one("#error-backoff_jitter").text
     assert "HX-Trigger" not in response

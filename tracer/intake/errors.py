@@ -116,6 +116,8 @@ def pydantic_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, st
             message = f"expected a number {bounds[kind]}; got {shown(given)}"
         elif kind in ("string_too_long", "too_long") and isinstance(given, str):
             message = f"expected at most {ctx.get('max_length')} characters; got {len(given)}"
+        elif kind == "value_error":  # a check of ours: its message says what is expected and what came
+            message = str(ctx.get("error", err["msg"]))
         elif kind == "finite_number":
             message = f"expected a finite number; got {shown(given)}"
         else:

@@ -22,6 +22,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -35,6 +36,7 @@ from pydantic import (
     ValidationError,
 )
 
+from agents import names
 from agents.events import Attempt, ModelAttempt, RunEnd, StepEvent, Verdict
 from agents.vocabulary import ErrorCategory, StepKind, StopReason
 
@@ -52,6 +54,11 @@ def _none_as_blank(value: Any) -> Any:
 
 
 Text = Annotated[str, BeforeValidator(_none_as_blank)]
+
+
+# The names a run's matrix row and column come from, as a policy variant's name is checked (agents.names).
+ScenarioKey = Annotated[Text, AfterValidator(partial(names.name_checked, limit=names.SCENARIO_KEY_MAX))]
+PolicyLabel = Annotated[Text, AfterValidator(partial(names.name_checked, limit=names.POLICY_NAME_MAX))]
 Count = Annotated[int, Field(ge=0, le=INT_MAX)]
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Scalar = str | int | float | bool | None
@@ -204,8 +211,8 @@ class RunMeta(_Schema):
     in the matrix with built-in runs of that scenario."""
 
     external_id: Annotated[Text, Field(max_length=200)] = ""  # the sender's id (a trace id)
-    scenario: Annotated[Text, Field(max_length=100)] = ""
-    policy: Annotated[Text, Field(max_length=40)] = ""  # the policy label
+    scenario: ScenarioKey = ""
+    policy: PolicyLabel = ""  # the policy label
     policy_settings: dict[str, Any] = Field(default_factory=dict)  # a harness policy's settings, if known
     source: Annotated[Text, Field(max_length=200)] = ""  # the sender's word for where it came from
     model: Annotated[Text, Field(max_length=100)] = ""  # the model's name

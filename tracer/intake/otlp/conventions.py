@@ -19,10 +19,11 @@ succeeded call, the step's; on a last call that failed (status ERROR), the call 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agents import names
 from agents.events import Attempt, ModelAttempt, RunEnd, StepEvent, Verdict
 from agents.vocabulary import API_STOPS_ENDING_A_RUN, StepKind, StopReason
 
@@ -106,6 +107,8 @@ class TraceReading:
 
     complete: bool  # the root span has arrived
     arrival: Arrival
+    # what of the trace was refused while the rest is imported: "rlt.policy: expected …"
+    warnings: list[str] = field(default_factory=list)
 
 
 def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False) -> TraceReading:
@@ -178,16 +181,23 @@ def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False)
         if span_kind(root) == AGENT and answer not in (None, "") and stop in ("", StopReason.FINAL_ANSWER):
             final = text_of(answer)
             steps.append(StepEvent(index=len(steps) + 1, kind=StepKind.FINAL_ANSWER, text=final))
+    warnings: list[str] = []
+    scenario = _name_taken(labels.run_label("rlt.scenario", "scenario"), "rlt.scenario", "scenario key", warnings)
+    policy = labels.run_label("rlt.policy", "policy")
+    if policy:
+        policy = _name_taken(policy, "rlt.policy", "policy label", warnings)
+    elif service and not names.name_problem(service, limit=names.POLICY_NAME_MAX):
+        policy = service  # no policy label: the service's name stands for one, when it is such a name
     arrival = Arrival(
         source=Run.Source.OTLP,
         external_id=trace_id,
-        source_detail=service[:200],
+        source_detail=_text_taken(service, "service.name", SOURCE_DETAIL_MAX, warnings),
         labels=_labels(labels),
         started_at=_when(started) if started else None,
         start=run_start_of(
-            scenario=labels.run_label("rlt.scenario", "scenario")[:100],
-            policy=(labels.run_label("rlt.policy", "policy") or service)[:40],
-            model=model[:100],
+            scenario=scenario,
+            policy=policy,
+            model=_text_taken(model, "gen_ai.request.model", MODEL_NAME_MAX, warnings),
             task=task,
         ),
         steps=steps,
@@ -202,7 +212,30 @@ def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False)
         if unreadable:
             note = f"the conversation its spans carry could not be read as steps ({unreadable})"
             arrival.end.error = f"{arrival.end.error}; {note}" if arrival.end.error else note
-    return TraceReading(complete=complete, arrival=arrival)
+    return TraceReading(complete=complete, arrival=arrival, warnings=warnings)
+
+
+SOURCE_DETAIL_MAX = Run._meta.get_field("source_detail").max_length
+MODEL_NAME_MAX = Run._meta.get_field("model_name").max_length
+
+
+def _name_taken(value: str, key: str, what: str, warnings: list[str]) -> str:
+    """``value`` as the run's scenario key or policy label (``agents.names``), or "" with a warning
+    saying why it was refused: the trace is imported without it, never with it cut or as given."""
+    limit = names.SCENARIO_KEY_MAX if key == "rlt.scenario" else names.POLICY_NAME_MAX
+    problem = names.name_problem(value, limit=limit) if value else ""
+    if problem:
+        warnings.append(f"{key}: not taken as the run's {what}, {problem}; the run is imported without one")
+        return ""
+    return value
+
+
+def _text_taken(value: str, key: str, limit: int, warnings: list[str]) -> str:
+    """``value`` when it fits in ``limit`` characters, else "" with a warning naming the limit."""
+    if len(value) > limit:
+        warnings.append(f"{key}: not kept, at most {limit} characters; got {len(value)}")
+        return ""
+    return value
 
 
 def _sub_agents_spans(spans: list[Span], kinds: list[str], root: Span | None) -> set[str]:

@@ -80,6 +80,14 @@ class Receipt:
         self.rejected_spans += spans
         self.errors.append(f"trace {trace_id}: {why}")
 
+    def warn(self, trace_id: str, warnings: list[str]) -> None:
+        """What of a trace was refused while its spans are taken (``partial_success`` with no span
+        rejected is how OTLP says so)."""
+        for why in warnings:
+            message = f"trace {trace_id}: {why}"
+            if message not in self.errors:
+                self.errors.append(message)
+
     def unwritten(self, failed: list[tuple[Unrecorded, str]]) -> None:
         """Count as refused the traces whose runs ``traces_record`` could not write."""
         for item, why in failed:
@@ -220,6 +228,7 @@ def spans_store(*, spans: list[Span], user) -> Receipt:
                 # come (exporters send a trace's spans in any order, over several requests) may make
                 # it readable; refusing them would lose them for good
                 reading = conventions.trace_read(trace_id, earlier + fresh, unreadable_ok=True)
+            receipt.warn(trace_id, reading.warnings)
             if not fresh:  # sent again while its run is behind its spans: written from them now
                 receipt.accepted_spans += len(new)
                 receipt.unrecorded.append(
