@@ -339,6 +339,12 @@ def file_import(
         label_errors: list[dict[str, str]] = []
     except IngestError as exc:
         label_errors = exc.errors
+    limit = Run._meta.get_field("source_detail").max_length
+    if len(name) > limit:  # the name is where its runs came from: kept whole or not at all
+        label_errors = [
+            *label_errors,
+            {"path": "", "message": f"the file's name is at most {limit} characters; got {len(name)}: rename it"},
+        ]
     parsed: list[tuple[ItemReport, Arrival]] = []
     for where, value in items:
         item = ItemReport(where=where)
@@ -348,7 +354,7 @@ def file_import(
             continue
         try:
             arrival = item_arrival(
-                data=value, source=source, user=user, source_detail=name[:200], scenario=scenario, policy=policy
+                data=value, source=source, user=user, source_detail=name, scenario=scenario, policy=policy
             )
         except IngestError as exc:
             item.errors = exc.errors

@@ -102,3 +102,10 @@ def test_an_over_long_variant_name_is_refused_not_cut_and_its_input_has_no_maxle
     response = admin_client.post(reverse("tracer:policy-create"), {"name": "v" * 41, "base": "starter"}, headers=HTMX)
     assert "at most 40 characters; got 41" in page(response).one("#error-name").text
     assert not PolicyVariant.objects.filter(is_preset=False).exists()
+
+
+def test_a_file_whose_name_is_over_long_is_refused_naming_the_limit_not_cut(admin_client):
+    name = "r" * 196 + ".json"
+    response = admin_client.post(reverse("tracer:import"), {"files": [upload(name, document())]}, headers=HTMX)
+    assert "the file's name is at most 200 characters; got 201: rename it" in page(response).one("tr.refused").text
+    assert not Run.objects.exists()
