@@ -27,7 +27,9 @@ from agents.scenarios import ENV_VAR as SCENARIO_PACKS_VAR
 from agents.scenarios import registry_reset
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-ARTIFACTS = BASE_DIR / "test-artifacts"
+# What a session leaves for a reader (worker and server logs, screenshots): RLT_TEST_ARTIFACTS, else
+# test-artifacts/ (.ci/run gives each of its concurrent passes a folder of its own).
+ARTIFACTS = Path(os.environ.get("RLT_TEST_ARTIFACTS") or BASE_DIR / "test-artifacts")
 
 # The suite checks the built-in scenarios: packs set in this shell (for ./rlt up) would change every
 # list of scenarios it compares, here and in the workers it starts. Tests that need a pack load it.

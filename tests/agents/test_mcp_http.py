@@ -19,20 +19,9 @@ from mcp.client.streamable_http import streamable_http_client
 from agents.mcp_client import McpServerError, mcp_toolbox
 from agents.mcp_server import JUDGE_TOOL
 from agents.scenarios import registry_load, registry_use
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-PORTS = range(8230, 8250)  # this suite's own range
-
-
-def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {PORTS}")
 
 
 @contextmanager

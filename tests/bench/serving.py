@@ -12,13 +12,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.ports import free_port
+
 BASE_DIR = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pg_recreate(url: str) -> None:

@@ -1,6 +1,6 @@
 """Browser tests: real Chromium (Debian's package) driven by Playwright against a live server.
 
-A failing test leaves a screenshot of its page in ``test-artifacts/``.
+A failing test leaves a screenshot of its page in ``test-artifacts/`` (or ``RLT_TEST_ARTIFACTS``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from playwright.sync_api import Page, sync_playwright
 
+from tests.conftest import ARTIFACTS
+
 BASE_DIR = Path(__file__).resolve().parents[2]
-ARTIFACTS = BASE_DIR / "test-artifacts"
 SCREENSHOTS = BASE_DIR / "docs" / "screenshots"
 CHROMIUM_ARGS = [
     "--no-sandbox",

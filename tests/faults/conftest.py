@@ -47,6 +47,7 @@ from tests.conftest import (
     subprocess_env,
     wait_until,
 )
+from tests.ports import free_port
 
 # Short lease, sweep and re-send periods for the workers of a fault test, so recovery is seen in
 # seconds: a lease not renewed for 3 s has expired, beat sweeps every second, a queued run whose
@@ -55,12 +56,6 @@ FAST_RECOVERY = {"RLT_LEASE_S": "3", "RLT_SWEEP_S": "1", "RLT_RESEND_AFTER_S": "
 # How long a server a test stops stays down (PostgreSQL, Redis, a full disk): a few seconds in the
 # suite; RLT_FAULT_OUTAGE_S=30 makes the same tests the long outages of docs/reliability.md's table.
 OUTAGE_S = float(os.environ.get("RLT_FAULT_OUTAGE_S") or 3)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _temporary_directory(prefix: str) -> Path:
