@@ -135,8 +135,19 @@ def experiment_launch(
     clean_scenarios, scenario_errors = _check_names(values=scenarios, known=_scenario_names(), what="scenario")
     if scenario_errors:
         errors["scenarios"] = scenario_errors
-    known_policies = list(PolicyVariant.objects.values_list("name", flat=True))
-    clean_policies, policy_errors = _check_names(values=policies, known=known_policies, what="policy")
+    variants = dict(PolicyVariant.objects.values_list("name", "archived_at"))
+    known_policies = [name for name, archived_at in variants.items() if archived_at is None]
+    listed = policies if isinstance(policies, (list, tuple)) else []
+    archived = [p for p in listed if isinstance(p, str) and variants.get(p) is not None]
+    clean_policies, policy_errors = _check_names(
+        values=[p for p in policies if p not in archived] or policies if archived else policies,
+        known=known_policies,
+        what="policy",
+    )
+    if archived:  # named as archived, not as unknown
+        policy_errors = [e for e in policy_errors if not any(repr(p) in e for p in archived)] + [
+            f"the policy {p!r} is archived; unarchive it on the Policy variants page to launch it" for p in archived
+        ]
     if policy_errors:
         errors["policies"] = policy_errors
     backend_errors = model_backend_errors(model_backend=model_backend, allowed=EXPERIMENT_BACKENDS)
@@ -247,3 +258,16 @@ def policy_variant_create(*, name: str, settings: dict[str, Any], user=None) -> 
         if PolicyVariant.objects.filter(name=clean["name"]).exists():
             raise ValidationError({"name": [taken]}) from None
         raise
+
+
+def policy_variant_archive(*, name: str, archived: bool) -> PolicyVariant:
+    """Archive the variant named ``name`` (or bring it back): an archived one is left out of the launch
+    form and of the Policies page's matrix unless asked for; its runs are not touched. Raises
+    ``ValidationError`` naming the variant when there is none of that name."""
+    variant = PolicyVariant.objects.filter(name=name).first()
+    if variant is None:
+        raise ValidationError({"name": [f"there is no policy variant named {name!r}"]})
+    if archived != (variant.archived_at is not None):
+        variant.archived_at = timezone.now() if archived else None
+        variant.save(update_fields=["archived_at"])
+    return variant

@@ -350,6 +350,19 @@ class PolicyVariantForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["code"].choices = [("", "none: the settings above")] + [(m, m) for m in policy_module_paths()]
 
+    @classmethod
+    def base_values(cls, base: str) -> dict[str, Any]:
+        """The preset ``base``'s settings as this form's fields show them (``base`` itself included),
+        so a new variant's form starts from what it would inherit; an unknown name starts from the
+        field's initial preset."""
+        if base not in PRESETS:
+            base = cls.base_fields["base"].initial
+        values: dict[str, Any] = {"base": base}
+        for name, value in PRESETS[base].settings().items():
+            if name in cls.base_fields and name not in ("name", "description"):
+                values[name] = ("true" if value else "false") if isinstance(value, bool) else value
+        return values
+
     def settings(self) -> dict[str, Any]:
         """The base preset and every setting the user filled in, as ``policy_from_dict`` reads them."""
         out: dict[str, Any] = {}

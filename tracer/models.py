@@ -54,6 +54,9 @@ class PolicyVariant(models.Model):
     is_preset = models.BooleanField(default=False)
     created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Archived: left out of the launch form and the Policies page's matrix unless asked for; its runs
+    # are kept as they are.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-is_preset", "name"]

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
@@ -24,7 +24,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from . import access, reviews, tokens
-from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_create
+from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_archive, policy_variant_create
 from .forms import (
     ID_MAX,
     ApiTokenForm,
@@ -352,16 +352,23 @@ def _policies_context(request: HttpRequest) -> dict:
     known = {e.pk for e in experiments}
     missing = sorted(set(narrowing["experiment_ids"]) - known)  # named on the page and left out
     narrowing["experiment_ids"] = chosen = [pk for pk in narrowing["experiment_ids"] if pk in known]
+    archived = matrix.policy_archived_names()
+    show_archived = request.GET.get("archived") == "1"
     return {
         "matrix": matrix.policy_matrix(
-            policies=request.GET.getlist("policy"), page=request.GET.get("page") or 1, **narrowing
+            policies=request.GET.getlist("policy"),
+            page=request.GET.get("page") or 1,
+            leave_out=() if show_archived else archived,
+            **narrowing,
         ),
         "matrix_form": matrix_form,
         "narrowing": narrowing,
         "experiments": experiments,
         "missing_experiments": missing,
         "experiment_id": chosen[0] if len(chosen) == 1 else None,  # the cells' links narrow the runs list to it
-        "variants": matrix.policy_variant_list(),
+        "cells": "detail" if request.GET.get("cells") == "detail" else "heat",  # the matrix's form
+        "archived": archived,
+        "show_archived": show_archived,
     }
 
 
@@ -369,18 +376,35 @@ def _policies_context(request: HttpRequest) -> dict:
 @require_GET
 @fragments
 def policies(request: HttpRequest) -> HttpResponse:
-    if request.htmx.target == "policy-list":
-        return render(request, "tracer/policies.html#policy-list", {"variants": matrix.policy_variant_list()})
-    context = _policies_context(request) | {"form": PolicyVariantForm()}
+    context = _policies_context(request)
     if request.htmx.target == "policy-matrix":  # new columns: the summary above follows out of band
         return render(request, "tracer/policies.html#policy-matrix", context | {"oob": True})
     return render(request, "tracer/policies.html", context)
 
 
 @login_required
-@require_POST
+@require_GET
+@fragments
+def policy_variants(request: HttpRequest) -> HttpResponse:
+    """The saved variants, archived ones marked, each with its settings."""
+    context = {"variants": matrix.policy_variant_list()}
+    if request.htmx.target == "policy-list":
+        return render(request, "tracer/policy_variants.html#policy-list", context)
+    return render(request, "tracer/policy_variants.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@fragments
 def policy_create(request: HttpRequest) -> HttpResponse:
+    """The new-variant form, its settings showing the chosen base preset's (``?base=``; the form asks
+    again with ``HX-Target: policy-form`` when the base changes), and its submission."""
     access.permission_require(user=request.user, perms=access.CREATE_POLICY, action="create policy variants")
+    template = "tracer/policy_new.html#policy-form" if request.htmx else "tracer/policy_new.html"
+    if request.method == "GET":
+        typed = {k: request.GET[k][:500] for k in ("name", "description") if isinstance(request.GET.get(k), str)}
+        form = PolicyVariantForm(initial=PolicyVariantForm.base_values(request.GET.get("base", "")) | typed)
+        return render(request, template, {"form": form})
     form = PolicyVariantForm(request.POST)
     if form.is_valid():
         try:
@@ -388,16 +412,34 @@ def policy_create(request: HttpRequest) -> HttpResponse:
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
-            messages.success(request, f"Policy {variant.name} created.")
             if request.htmx:
-                response = render(
-                    request, "tracer/policies.html#policy-form", {"form": PolicyVariantForm(), "created": variant}
-                )
+                fresh = PolicyVariantForm(initial=PolicyVariantForm.base_values(form.cleaned_data["base"]))
+                response = render(request, template, {"form": fresh, "created": variant})
                 return trigger_client_event(response, "policyCreated", {"name": variant.name})
-            return redirect("tracer:policies")
+            messages.success(request, f"Policy {variant.name} created.")
+            return redirect(reverse("tracer:policy-variants") + f"#variant-{variant.name}")
+    return render(request, template, {"form": form})
+
+
+@login_required
+@require_POST
+def policy_archive(request: HttpRequest, name: str) -> HttpResponse:
+    """Archive a variant (``archived=1``) or bring it back (``archived=0``); its runs are kept."""
+    access.permission_require(user=request.user, perms=access.CREATE_POLICY, action="archive policy variants")
+    archived = request.POST.get("archived")
+    if archived not in ("0", "1"):
+        return HttpResponseBadRequest(
+            f"archived: expected 1 (archive) or 0 (bring back), got {archived!r}",
+            content_type="text/plain; charset=utf-8",
+        )
+    try:
+        variant = policy_variant_archive(name=name, archived=archived == "1")
+    except ValidationError as exc:
+        return HttpResponse(exc.message_dict["name"][0], status=404, content_type="text/plain; charset=utf-8")
     if request.htmx:
-        return render(request, "tracer/policies.html#policy-form", {"form": form})
-    return render(request, "tracer/policies.html", _policies_context(request) | {"form": form})
+        return render(request, "tracer/policy_variants.html#policy-list", {"variants": matrix.policy_variant_list()})
+    messages.success(request, f"Policy {variant.name} {'archived' if variant.archived_at else 'brought back'}.")
+    return redirect(reverse("tracer:policy-variants") + f"#variant-{variant.name}")
 
 
 @login_required
@@ -532,7 +574,7 @@ def launch(request: HttpRequest) -> HttpResponse:
         request.POST or None,
         scenarios=[name for _, _, names in packs for name in names],
         packs=packs,
-        policies=[v.name for v in matrix.policy_variant_list()],
+        policies=[v.name for v in matrix.policy_variant_list(archived=False)],
         backends=list(EXPERIMENT_BACKENDS),
     )
     if request.method == "POST" and form.is_valid():

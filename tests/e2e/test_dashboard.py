@@ -155,7 +155,10 @@ def test_create_a_custom_policy_with_a_message_per_invalid_field(signed_in: Page
     expect(page.locator("#policy-matrix")).to_contain_text("refund-too-old")
     save_screenshot(page, "policies.png")
 
+    page.get_by_role("link", name="New policy variant").click()
+    expect(page).to_have_url(re.compile(r"/policies/variants/new/$"))
     form = page.locator("#policy-form")
+    expect(form.get_by_label("Max attempts")).to_have_value("3")  # the base preset's values, shown
     form.get_by_label("Name").fill("Patient Structured")
     form.get_by_label("Max attempts").fill("40")
     form.get_by_role("button", name="Create policy").click()
@@ -168,11 +171,12 @@ def test_create_a_custom_policy_with_a_message_per_invalid_field(signed_in: Page
     form.get_by_label("Max attempts").fill("5")
     form.get_by_role("button", name="Create policy").click()
     expect(form.locator(".success")).to_contain_text("Policy patient-structured created.")
-    # the variant list refreshed itself on the policyCreated event, no reload
-    expect(page.locator("#variant-patient-structured")).to_contain_text("patient-structured")
     assert PolicyVariant.objects.get(name="patient-structured").settings["max_attempts"] == 5
+    form.get_by_role("link", name="See it among the variants").click()
+    expect(page.locator("#variant-patient-structured")).to_contain_text("custom")
 
-    # a matrix cell opens the matching runs
-    page.locator("#policy-matrix a.cell-link").first.click()
+    # a matrix square opens the matching runs
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Policies").click()
+    page.locator("#policy-matrix a.heat").first.click()
     expect(page).to_have_url(re.compile(r"/\?scenario=.+&policy=.+"))
     expect(page.locator("#run-rows tr")).to_have_count(1)

@@ -133,8 +133,8 @@ def test_at_800_px_a_wide_matrix_scrolls_with_a_hint(narrow: Page, live_server):
     page = narrow
     for policy in ("starter", "structured", "patient", "impatient", "careful"):
         RunFactory(policy_name=policy)
-    page.goto(f"{live_server.url}/policies/")
-    frame = "#policy-matrix"
+    page.goto(f"{live_server.url}/policies/?cells=detail")  # the detailed cells: the heat map fits
+    frame = "#policy-matrix .table-wrap"
     expect(page.locator(f"{frame} table")).to_be_visible()
     expect(page.locator(frame)).to_have_attribute("data-overflowing", "")
     assert "scroll sideways" in scroll_hint(page, frame)

@@ -55,8 +55,14 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:run-steps": (["after", "before", "at"], None, ["step-poll", "step-gap-51"]),
     "tracer:compare": ([*CompareForm.base_fields, "run"], None, []),
     "tracer:compare-suggest": (["side", "a", "b"], None, []),
-    "tracer:policies": (["policy", *MatrixFilterForm.base_fields], None, ["policy-list", "policy-matrix"]),
-    "tracer:policy-create": ([], list(PolicyVariantForm.base_fields), ["policy-form"]),
+    "tracer:policies": (
+        ["policy", "page", "cells", "archived", *MatrixFilterForm.base_fields],
+        None,
+        ["policy-matrix"],
+    ),
+    "tracer:policy-variants": ([], None, ["policy-list"]),
+    "tracer:policy-create": (["base", "name", "description"], list(PolicyVariantForm.base_fields), ["policy-form"]),
+    "tracer:policy-archive": ([], ["archived"], ["policy-list"]),
     "tracer:stops": ([*StopFilterForm.base_fields, "page"], None, ["stop-counts", "stop-cases"]),
     "tracer:tools": ([*ToolsFilterForm.base_fields], None, ["tool-list"]),
     "tracer:findings": ([*FindingsFilterForm.base_fields, "page"], None, ["finding-body", "finding-list"]),
@@ -170,6 +176,9 @@ def recorded(admin_client, admin_user):
 
 
 def _url(name: str, data, existing: list[int]) -> str:
+    if name == "tracer:policy-archive":  # a variant by name: one that exists, else any text a path holds
+        names = st.one_of(st.sampled_from(["starter", "structured"]), st.text(min_size=1, max_size=60))
+        return reverse(name, kwargs={"name": data.draw(names.filter(lambda t: "/" not in t), label="name")})
     try:
         return reverse(name)
     except NoReverseMatch:  # a page of one row: mostly rows that exist, else any id, huge ones included

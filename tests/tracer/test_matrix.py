@@ -240,6 +240,12 @@ def test_the_policies_page_counts_passes_among_judged_runs_and_never_compares_an
     chart = summary.one("svg.policy-chart")
     assert "oi-agent: 2 runs, none judged" in [g.get("aria-label").split(";")[0] for g in chart.select("g.row")]
     assert "unjudged · 2 runs" in chart.texts("text.figure")
+    cells = {a.get("title").split(":")[0]: a for a in doc.select("#policy-matrix a.heat")}
+    oi = cells["refund-too-old under oi-agent"]
+    assert oi.text == "?" and "unjudged" in oi.get("class") and "h0" not in oi.get("class")
+    assert oi.get("title").startswith("refund-too-old under oi-agent: no verdict, unjudged; 2 runs; 2 imported")
+    assert "0/2" not in oi.get("title")
+    doc = get(admin_client, reverse("tracer:policies"), {"cells": "detail"})
     cells = {a.get("title"): a.text for a in doc.select("#policy-matrix a.cell-link")}
     oi = cells["2 runs of refund-too-old under oi-agent"]
     assert "pass unjudged" in " ".join(oi.split()) and "2 unjudged" in oi and "0/2" not in oi
@@ -292,7 +298,7 @@ def test_the_pickers_narrow_the_page_to_experiments_and_a_backend(admin_client):
     assert doc.texts("#policy-matrix thead th") == ["Scenario", "structured"]
     # the columns form keeps the narrowing, and a cell's runs are the experiment's
     assert doc.one(f'form.columns input[name="experiment"][value="{kept.pk}"]')
-    assert doc.one("#policy-matrix a.cell-link").get("href").endswith(f"&experiment={kept.pk}")
+    assert doc.one("#policy-matrix a.heat").get("href").endswith(f"&experiment={kept.pk}")
 
     doc = get(admin_client, reverse("tracer:policies"), {"model_backend": "claude"})
     rows = totals_table(doc.one("#policy-summary"))

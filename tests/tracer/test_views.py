@@ -415,7 +415,7 @@ def test_the_policy_matrix_aggregates_each_cell_and_links_to_its_runs(admin_clie
     refund_too_old_starter(verdict=Run.Verdict.PASS)
     refund_too_old_structured()
     RunFactory(policy_name="fragile", stop_reason=Run.StopReason.CRASHED, verdict=Run.Verdict.FAIL)
-    matrix = get(admin_client, reverse("tracer:policies")).one("#policy-matrix")
+    matrix = get(admin_client, reverse("tracer:policies"), {"cells": "detail"}).one("#policy-matrix")
 
     def cell(policy: str) -> Node:
         return matrix.one(f'a.cell-link[href="/?scenario=refund-too-old&policy={policy}"]')
@@ -424,6 +424,30 @@ def test_the_policy_matrix_aggregates_each_cell_and_links_to_its_runs(admin_clie
     assert "pass 1/1" in cell("structured").text
     assert "1 crash" in cell("fragile").text
     assert cell("starter").select("svg.bar.pass")
+
+
+def test_the_policy_matrix_is_a_heat_map_by_default_its_figures_in_words(admin_client):
+    refund_too_old_starter()
+    refund_too_old_starter(verdict=Run.Verdict.PASS)
+    refund_too_old_structured()
+    RunFactory(policy_name="message", verdict="")  # unjudged
+    RunFactory(policy_name="fragile", stop_reason=Run.StopReason.CRASHED, verdict=Run.Verdict.FAIL)
+    matrix = get(admin_client, reverse("tracer:policies")).one("#policy-matrix")
+    assert not matrix.select("a.cell-link")  # the detailed cells are a link away
+
+    def cell(policy: str) -> Node:
+        return matrix.one(f'a.heat[href="/?scenario=refund-too-old&policy={policy}"]')
+
+    assert cell("starter").text == "50" and "h2" in cell("starter")["class"]
+    assert cell("starter")["aria-label"] == cell("starter")["title"]
+    assert cell("starter")["title"].startswith("refund-too-old under starter: 1/2 judged passed, 50 % (95 % interval ")
+    assert "2 runs" in cell("starter")["title"] and "2 simulated" in cell("starter")["title"]
+    assert cell("structured").text == "100" and "h4" in cell("structured")["class"]
+    assert cell("message").text == "?" and "unjudged" in cell("message")["class"]  # not a fail
+    assert "no verdict, unjudged" in cell("message")["title"] and "h0" not in cell("message")["class"]
+    assert "1 crashes" in cell("fragile")["title"] and cell("fragile").select(".heat-flag")
+    assert "h0" in cell("fragile")["class"]
+    assert "Detailed cells" in matrix.one(".matrix-view").text
 
 
 def test_the_policy_matrix_shows_only_the_chosen_columns(admin_client):
@@ -445,7 +469,7 @@ def test_creating_a_policy_variant_triggers_an_event_and_returns_a_fresh_form(ad
     )
     assert response.status_code == 200
     assert "policyCreated" in response["HX-Trigger"]
-    assert page(response).one("[role=status]").text == "Policy structured-patient created."
+    assert page(response).one("[role=status]").text.startswith("Policy structured-patient created.")
     variant = PolicyVariant.objects.get(name="structured-patient")
     assert variant.settings["max_attempts"] == 5 and variant.settings["error_format"] == "structured"
     assert not variant.is_preset
@@ -475,12 +499,12 @@ def test_a_policy_variant_name_must_be_new(admin_client):
 
 def test_a_policy_variant_created_without_javascript_redirects_to_the_page(admin_client):
     response = admin_client.post(reverse("tracer:policy-create"), {"name": "quiet", "base": "message"})
-    assert response.status_code == 302 and response["Location"] == reverse("tracer:policies")
-    assert "quiet" in get(admin_client, reverse("tracer:policies")).one("#variant-quiet").text
+    assert response.status_code == 302 and response["Location"] == reverse("tracer:policy-variants") + "#variant-quiet"
+    assert "quiet" in get(admin_client, reverse("tracer:policy-variants")).one("#variant-quiet").text
 
 
 def test_the_policy_list_refreshes_itself_as_a_fragment(admin_client):
-    doc = get(admin_client, reverse("tracer:policies"), headers=htmx("policy-list"))
+    doc = get(admin_client, reverse("tracer:policy-variants"), headers=htmx("policy-list"))
     assert fragment_root(doc) == "policy-list"
     assert doc.elements[0]["hx-trigger"].startswith("policyCreated")  # it refreshes on that event
     assert set(PRESET_NAMES) <= set(doc.texts("[id^=variant-] strong"))

@@ -106,6 +106,43 @@ class MatrixCell(Tally):
     tool_calls_pct: int = 0  # bar lengths, against the largest value in the matrix
     wasted_pct: int = 0
 
+    @property
+    def heat_step(self) -> int:
+        """The heat map's shade: ``pass_pct`` in fifths, 0 (0–19 %) to 4 (80–100 %)."""
+        return min(4, self.pass_pct // 20)
+
+    @property
+    def alarms(self) -> int:
+        """Runs that ended by a stop, a cut-off, a refusal, a crash or an interruption."""
+        return self.guard_stops + self.max_steps_stops + self.cut_off + self.refusals + self.crashes + self.interrupted
+
+    @property
+    def heat_words(self) -> str:
+        """The heat map square's figures in words: its title and its accessible name."""
+        if self.judged:
+            low, high = self.pass_interval.low_pct, self.pass_interval.high_pct
+            words = [
+                f"{self.scenario} under {self.policy}: {self.passes}/{self.judged} judged passed, {self.pass_pct} %"
+            ]
+            words[0] += f" (95 % interval {low}–{high} %)"
+        else:
+            words = [f"{self.scenario} under {self.policy}: no verdict, unjudged"]
+        words.append(f"{self.runs} run{'s' if self.runs != 1 else ''}")
+        counts = [
+            (self.unjudged if self.judged else 0, "unjudged"),
+            (self.simulated, "simulated"),
+            (self.imported, "imported"),
+            (self.guard_stops, "guard stops"),
+            (self.max_steps_stops, "max-steps stops"),
+            (self.cut_off, "cut off"),
+            (self.refusals, "refusals"),
+            (self.crashes, "crashes"),
+            (self.interrupted, "interrupted"),
+        ]
+        words += [f"{n} {what}" for n, what in counts if n]
+        words.append(f"{self.mean_tool_calls} tool calls/run, {self.wasted_retries} wasted retries")
+        return "; ".join(words)
+
 
 @dataclass
 class PolicyTotals(Tally):
@@ -298,11 +335,13 @@ def policy_matrix(
     experiment_ids: Iterable[int] = (),
     model_backend: str = "",
     page: object = None,
+    leave_out: Iterable[str] = (),
 ) -> Matrix:
     """Scenario × policy repair metrics with totals per policy (``matrix_tallies``). With ``page`` (a
     number, as a query string gives it: 1 when not one) only that page of ``SCENARIOS_PER_PAGE``
     scenarios is in ``rows`` and at most ``COLUMNS_MAX`` policies are columns; without it, every
-    scenario and every policy asked for (the experiment page, the gate)."""
+    scenario and every policy asked for (the experiment page, the gate). The policies in ``leave_out``
+    (archived variants) are neither columns nor totals, nor offered as columns."""
     cells: dict[tuple[str, str], MatrixCell] = {}
     matrix = Matrix(policies=[], rows=[], available=[])
     experiments = set()
@@ -317,7 +356,8 @@ def policy_matrix(
             experiments.add(experiment)
     matrix.experiments = len(experiments)
     matrix.backends = dict(sorted(matrix.backends.items()))
-    matrix.available = sorted({policy for _, policy in cells})
+    left_out = set(leave_out)
+    matrix.available = sorted({policy for _, policy in cells if policy not in left_out})
     matrix.policies = [p for p in (policies or matrix.available) if p in matrix.available] or matrix.available
     if page is not None and len(matrix.policies) > COLUMNS_MAX:
         runs: dict[str, int] = {}
@@ -386,5 +426,15 @@ def policy_verdicts(totals: list[PolicyTotals]) -> list[PolicyVerdict]:
     ]
 
 
-def policy_variant_list() -> list[PolicyVariant]:
-    return list(PolicyVariant.objects.all())
+def policy_variant_list(*, archived: bool | None = None) -> list[PolicyVariant]:
+    """The saved variants, presets first; only the archived ones or only the others when ``archived``
+    says which."""
+    variants = PolicyVariant.objects.all()
+    if archived is not None:
+        variants = variants.filter(archived_at__isnull=not archived)
+    return list(variants)
+
+
+def policy_archived_names() -> list[str]:
+    """The names of the archived variants, which the Policies page's matrix leaves out by default."""
+    return list(PolicyVariant.objects.filter(archived_at__isnull=False).order_by("name").values_list("name", flat=True))
