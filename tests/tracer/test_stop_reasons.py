@@ -93,7 +93,9 @@ def test_the_matrix_counts_cut_off_and_refused_runs_in_columns_of_their_own(fake
     cells = row.texts("td")
     assert cells[heads.index("Cut off") - 1] == "2" and cells[heads.index("Refusals") - 1] == "1"
     assert cells[heads.index("Runs") - 1] == "4"
-    flags = doc.one("table.matrix .flags").text
+    square = doc.one("table.matrix a.heat")["aria-label"]  # the heat map, the default, says it in words
+    assert "2 cut off" in square and "1 refusal;" in square
+    flags = page(admin_client.get(reverse("tracer:policies"), {"cells": "detail"})).one("table.matrix .flags").text
     assert "2 cut off" in flags and "1 refusal" in flags
 
 

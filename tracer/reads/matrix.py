@@ -129,17 +129,17 @@ class MatrixCell(Tally):
             words = [f"{self.scenario} under {self.policy}: no verdict, unjudged"]
         words.append(f"{self.runs} run{'s' if self.runs != 1 else ''}")
         counts = [
-            (self.unjudged if self.judged else 0, "unjudged"),
-            (self.simulated, "simulated"),
-            (self.imported, "imported"),
-            (self.guard_stops, "guard stops"),
-            (self.max_steps_stops, "max-steps stops"),
-            (self.cut_off, "cut off"),
-            (self.refusals, "refusals"),
-            (self.crashes, "crashes"),
-            (self.interrupted, "interrupted"),
+            (self.unjudged if self.judged else 0, "unjudged", "unjudged"),
+            (self.simulated, "simulated", "simulated"),
+            (self.imported, "imported", "imported"),
+            (self.guard_stops, "guard stop", "guard stops"),
+            (self.max_steps_stops, "max-steps stop", "max-steps stops"),
+            (self.cut_off, "cut off", "cut off"),
+            (self.refusals, "refusal", "refusals"),
+            (self.crashes, "crash", "crashes"),
+            (self.interrupted, "interrupted", "interrupted"),
         ]
-        words += [f"{n} {what}" for n, what in counts if n]
+        words += [f"{n} {one if n == 1 else many}" for n, one, many in counts if n]
         words.append(f"{self.mean_tool_calls} tool calls/run, {self.wasted_retries} wasted retries")
         return "; ".join(words)
 

@@ -166,8 +166,8 @@ def documents(draw) -> dict:
     verdict = draw(st.none() | st.sampled_from(["pass", "fail"]))
     run = {
         "external_id": draw(st.just("") | st.text(alphabet="abcdef0123456789", min_size=1, max_size=32)),
-        "scenario": draw(st.text(alphabet="abcdefghij-", max_size=20)),
-        "policy": draw(st.text(alphabet="abcdefghij_", max_size=20)),
+        "scenario": draw(st.just("") | st.from_regex(r"[a-j0-9][a-j0-9-]{0,19}", fullmatch=True)),
+        "policy": draw(st.just("") | st.from_regex(r"[a-j0-9][a-j0-9_]{0,19}", fullmatch=True)),
         "policy_settings": draw(st.dictionaries(st.sampled_from(["error_format", "max_attempts"]), json_values)),
         "source": draw(st.text(alphabet="abcdefghij .", max_size=30)),
         "model": draw(text),

@@ -126,7 +126,9 @@ def test_imported_runs_are_labelled_imported_on_the_list_run_compare_and_matrix_
     matrix = page(admin_client.get(reverse("tracer:policies")))
     # Each policy's totals row says its runs were imported, and so does each scenario's cell.
     assert [badge.text for badge in matrix.select("tr[id^=totals] .badge.imported")] == ["imported", "imported"]
-    assert [badge.text for badge in matrix.select(".flags .badge.imported")] == ["1 imported", "1 imported"]
+    assert all("1 imported" in square["aria-label"] for square in matrix.select("table.matrix a.heat"))
+    detailed = page(admin_client.get(reverse("tracer:policies"), {"cells": "detail"}))
+    assert [badge.text for badge in detailed.select(".flags .badge.imported")] == ["1 imported", "1 imported"]
 
 
 def test_the_run_list_filters_runs_by_where_they_came_from(admin_client):
