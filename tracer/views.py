@@ -284,6 +284,9 @@ def compare(request: HttpRequest) -> HttpResponse:
     return render(request, "tracer/compare.html", context, status=status)
 
 
+SUGGEST_TEXT_MAX = 200  # what the compare picker's typeahead looks for
+
+
 @login_required
 @require_GET
 def compare_suggest(request: HttpRequest) -> HttpResponse:
@@ -292,7 +295,11 @@ def compare_suggest(request: HttpRequest) -> HttpResponse:
     side = request.GET.get("side", "")
     if side not in ("a", "b"):
         return HttpResponse("side: expected a or b\n", status=400, content_type="text/plain; charset=utf-8")
-    text = request.GET.get(side, "")[:200]
+    text = request.GET.get(side, "")
+    if len(text) > SUGGEST_TEXT_MAX:  # said in the box, where the typeahead shows its answer
+        problem = f"at most {SUGGEST_TEXT_MAX} characters; got {len(text)}"
+        context = {"side": side, "runs": [], "text": text, "problem": problem}
+        return render(request, "tracer/compare.html#compare-suggestions", context)
     runs = compare_picker.run_suggestions(text=text)
     return render(request, "tracer/compare.html#compare-suggestions", {"side": side, "runs": runs, "text": text})
 

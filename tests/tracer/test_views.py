@@ -366,6 +366,8 @@ def test_the_typeahead_finds_runs_by_id_scenario_policy_or_label_newest_first(ad
     assert get(admin_client, url, {"side": "a", "a": "nothing"}).texts("p") == ["No run matches “nothing”."]
     response = admin_client.get(url, {"side": "c"})
     assert response.status_code == 400 and b"side: expected a or b" in response.content
+    said = get(admin_client, url, {"side": "a", "a": "r" * 201}).texts("p")
+    assert said == ["Search text: at most 200 characters; got 201."]  # said, not cut to 200 and searched
 
 
 def test_the_picker_escapes_what_a_trace_named_its_scenario_and_label(admin_client):
