@@ -25,6 +25,12 @@ Two baselines from the same run:
   ``bulk_create`` in one transaction, in the benchmark's database.
 
     .venv/bin/python tests/bench/bench_otlp.py [--backend sqlite|postgres|both] [--rounds 1] [--diagnosis on|off|both]
+    .venv/bin/python tests/bench/bench_otlp.py --scale [--backend postgres|sqlite|both] [--rounds 1]
+
+``--scale`` measures scaling out instead: the workload split by run between 1, 2 and 4 exporter
+processes that send at once, to 1 and 2 gunicorn processes, on PostgreSQL unless ``--backend`` says
+otherwise; it prints spans/s for each, gunicorn's CPU, and the runs, traces and steps stored against
+the workload's (nothing lost, nothing doubled), and exits 1 if any differ.
 
 ``--diagnosis both`` runs each round twice, with each run's findings written when it ends (the default)
 and without (``RLT_DIAGNOSE=0``), one after the other, and prints what the findings cost: the medians'
@@ -68,41 +74,81 @@ def shared_bench(name: str):
     return module
 
 
+def workload_spans(shift: int | None = None, *, part: int = 0, parts: int = 1) -> tuple[list[dict], list, int]:
+    """The workload's runs (every ``parts``-th from ``part``: one exporter's share), their spans and
+    the time shift that makes the last run end a second ago (given, so that exporters agree)."""
+    from opentelemetry.sdk.resources import Resource
+
+    otel_spans, workload = shared_bench("otel_spans"), shared_bench("workload")
+    runs = list(workload.generate(RUNS, SEED))
+    if shift is None:
+        shift = otel_spans.rebase_shift_ms(runs, int(time.time() * 1000))
+    resource = Resource({"service.name": "peers-bench"})
+    runs = runs[part::parts]
+    return runs, [s for run in runs for s in otel_spans.run_to_spans(run, resource, shift)], shift
+
+
+def steps_expected(runs: list[dict]) -> int:
+    """The steps the workload's ``runs`` become: a step per tool call, and the final answer."""
+    return sum(
+        sum(1 for s in r["steps"] if s["kind"] == "tool_call") + (r["stop_reason"] == "final_answer") for r in runs
+    )
+
+
+def sender_create() -> tuple:
+    """Migrate the child's database and make the user whose API token the exporters send with."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+    from django.core.management import call_command
+
+    from tracer.tokens import token_create
+
+    call_command("migrate", verbosity=0)
+    sender = get_user_model().objects.create_user(username="bench-sender")
+    sender.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
+    _, secret = token_create(user=sender, name="bench")
+    return sender, secret
+
+
+def queryable_wait(mine, want_runs: int, want_steps: int, started: float) -> None:
+    """Until ``mine`` (the runs list's query) holds ``want_runs`` finished runs with ``want_steps``
+    steps, counted as the list counts them and as the run pages read them; polled every 20 ms."""
+    from django.db.models import Sum
+
+    from tracer.models import Step
+
+    while True:
+        done = mine.aggregate(n=Sum("step_count"))["n"] or 0
+        listed_all = mine.count() == want_runs and done == want_steps
+        if listed_all and Step.objects.filter(run__in=mine.values("pk")).count() == want_steps:
+            return
+        if time.perf_counter() - started > 600:
+            raise SystemExit(f"not queryable after 600 s: {mine.count()} runs, {done} steps")
+        time.sleep(0.02)
+
+
 def one_round(backend: str) -> dict:
     """Run in a child process whose environment names the database (settings read it at import)."""
     sys.path.insert(0, str(BASE_DIR))
     import django
 
     django.setup()
-    from django.core.management import call_command
+    from django.contrib.auth import get_user_model
     from django.db import connection, transaction
-    from django.db.models import Sum
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     from tracer.models import OtlpSpanBatch, OtlpTrace, Run, Step
     from tracer.reads import runs_list
-    from tracer.tokens import token_create
 
-    otel_spans, workload = shared_bench("otel_spans"), shared_bench("workload")
-    call_command("migrate", verbosity=0)
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Permission
-
+    otel_spans = shared_bench("otel_spans")
     User = get_user_model()
-    sender = User.objects.create_user(username="bench-sender")
-    sender.user_permissions.add(Permission.objects.get(codename="add_run", content_type__app_label="tracer"))
-    _, secret = token_create(user=sender, name="bench")
-
-    runs = list(workload.generate(RUNS, SEED))
-    shift = otel_spans.rebase_shift_ms(runs, int(time.time() * 1000))
+    sender, secret = sender_create()
+    runs, spans, shift = workload_spans()
     resource = Resource({"service.name": "peers-bench"})
-    spans = [s for run in runs for s in otel_spans.run_to_spans(run, resource, shift)]
     batches = [spans[k : k + BATCH] for k in range(0, len(spans), BATCH)]
-    want_steps = sum(
-        sum(1 for s in r["steps"] if s["kind"] == "tool_call") + (r["stop_reason"] == "final_answer") for r in runs
-    )
+    want_steps = steps_expected(runs)
 
     # what the exporter's own protobuf encoding costs the client, measured apart (it is inside the
     # figure: the peers' clients paid it too)
@@ -137,14 +183,7 @@ def one_round(backend: str) -> dict:
             if result != SpanExportResult.SUCCESS:
                 raise SystemExit(f"export failed: {result}")
         exported = time.perf_counter() - started
-        while True:
-            done = mine.aggregate(n=Sum("step_count"))["n"] or 0
-            listed_all = mine.count() == RUNS and done == want_steps
-            if listed_all and Step.objects.filter(run__in=mine.values("pk")).count() == want_steps:
-                break
-            if time.perf_counter() - started > 600:
-                raise SystemExit(f"not queryable after 600 s: {mine.count()} runs, {done} steps")
-            time.sleep(0.02)
+        queryable_wait(mine, RUNS, want_steps, started)
         queryable = time.perf_counter() - started
         server_cpu = _server_cpu() - server
         exporter.shutdown()
@@ -193,6 +232,92 @@ def one_round(backend: str) -> dict:
         "rows": len(run_rows) + len(step_rows) + len(trace_rows) + len(span_rows),
         "diagnosed": Run.objects.filter(owner=sender).exclude(rule_set="").count(),
     }
+
+
+def scale_round(backend: str, exporters: int) -> dict:
+    """The scale-out round (``--scale``), in a child process whose environment names the database and
+    gunicorn's processes (WEB_CONCURRENCY): the workload split by run between ``exporters`` exporter
+    processes, each sending its share's spans in calls of 512, all started at once; timed until every
+    run is queryable. Then what was stored is counted against the workload: runs, steps and spans,
+    none lost and none written twice."""
+    sys.path.insert(0, str(BASE_DIR))
+    import django
+
+    django.setup()
+    from tracer.models import OtlpTrace, Run, Step
+    from tracer.reads import runs_list
+
+    sender, secret = sender_create()
+    runs, spans, shift = workload_spans()
+    want_steps = steps_expected(runs)
+    with gunicorn_serving() as port:
+        senders = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--exporter", json.dumps([port, secret, k, exporters, shift])],
+                cwd=BASE_DIR,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for k in range(exporters)
+        ]
+        for proc in senders:  # each has built its spans and encoded nothing yet
+            if proc.stdout.readline().strip() != "ready":
+                raise SystemExit("an exporter did not start")
+        listed = runs_list.run_list(filters={"source": Run.Source.OTLP, "status": Run.Status.FINISHED})
+        mine = listed.filter(owner=sender)
+        server, database = _server_cpu(), _postgres_cpu()
+        started = time.perf_counter()
+        for proc in senders:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        said = [json.loads(proc.communicate()[0].strip().splitlines()[-1]) for proc in senders]
+        exported = time.perf_counter() - started
+        if any(r["failed"] for r in said):
+            raise SystemExit(f"export calls failed: {said}")
+        queryable_wait(mine, RUNS, want_steps, started)
+        queryable = time.perf_counter() - started
+        server_cpu, database_cpu = _server_cpu() - server, _postgres_cpu() - database
+    stored_runs = Run.objects.filter(owner=sender).count()
+    stored_steps = Step.objects.filter(run__owner=sender).count()
+    return {
+        "backend": backend,
+        "processes": int(os.environ["WEB_CONCURRENCY"]),
+        "exporters": exporters,
+        "spans": len(spans),
+        "calls": sum(r["calls"] for r in said),
+        "exported_s": round(exported, 3),
+        "queryable_s": round(queryable, 3),
+        "spans_per_s": round(len(spans) / queryable),
+        "server_cpu_s": round(server_cpu, 3),
+        "postgres_cpu_s": round(database_cpu, 3) if backend == "postgres" else None,
+        "runs": RUNS,
+        "stored_runs": stored_runs,
+        "traces": OtlpTrace.objects.filter(owner=sender).count(),
+        "steps": want_steps,
+        "stored_steps": stored_steps,
+        "load": round(os.getloadavg()[0], 1),
+    }
+
+
+def exporter_main(spec: str) -> int:
+    """One exporter process of the scale-out round: its share of the workload's spans, sent when the
+    round says go (a line on stdin); prints its calls and how many failed, as JSON."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    port, secret, part, parts, shift = json.loads(spec)
+    _, spans, _ = workload_spans(shift, part=part, parts=parts)
+    batches = [spans[k : k + BATCH] for k in range(0, len(spans), BATCH)]
+    exporter = OTLPSpanExporter(
+        endpoint=f"http://127.0.0.1:{port}/v1/traces", headers={"Authorization": f"Bearer {secret}"}, timeout=120
+    )
+    print("ready", flush=True)
+    sys.stdin.readline()
+    failed = sum(exporter.export(batch) != SpanExportResult.SUCCESS for batch in batches)
+    exporter.shutdown()
+    print(json.dumps({"calls": len(batches), "failed": failed}))
+    return 0
 
 
 def floor_measure(payloads: list[bytes], spans: list, runs: list[dict]) -> dict[str, float]:
@@ -275,13 +400,34 @@ def _server_cpu() -> float:
     return total
 
 
-def child(backend: str, *, diagnose: bool = True) -> dict:
+def _postgres_cpu() -> float:
+    """CPU seconds the machine's PostgreSQL server processes have used so far (all of its sessions:
+    on a machine doing other work too, an upper bound of this round's)."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.info["name"] in ("postgres", "postmaster"):
+                times = proc.cpu_times()
+                total += times.user + times.system + times.children_user + times.children_system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def child(backend: str, *, diagnose: bool = True, processes: int | None = None, exporters: int = 0) -> dict:
+    """One round in a child process over a fresh database; with ``exporters``, the scale-out round
+    with that many exporters to ``processes`` gunicorn processes."""
     with tempfile.TemporaryDirectory(prefix="rlt-bench-otlp-") as tmp:
         env = backend_env(tmp, backend, PG_URL)
+        if processes:
+            env["WEB_CONCURRENCY"] = str(processes)
         env.setdefault("WEB_CONCURRENCY", "1")  # what ./rlt up serves
         env["RLT_DIAGNOSE"] = "1" if diagnose else "0"
+        round_args = ["--child", backend] + (["--scale-exporters", str(exporters)] if exporters else [])
         out = subprocess.run(
-            [sys.executable, __file__, "--child", backend], env=env, cwd=BASE_DIR, capture_output=True, text=True
+            [sys.executable, __file__, *round_args], env=env, cwd=BASE_DIR, capture_output=True, text=True
         )
         if out.returncode != 0:
             raise SystemExit(f"{backend} round failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
@@ -293,15 +439,29 @@ def main() -> int:
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--diagnosis", choices=["on", "off", "both"], default="on")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="scale out: 1, 2 and 4 exporter processes to 1 and 2 gunicorn processes (PostgreSQL by default)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--scale-exporters", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--exporter", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.exporter:
+        return exporter_main(args.exporter)
     if args.child:
-        print(json.dumps(one_round(args.child)))
+        result = scale_round(args.child, args.scale_exporters) if args.scale_exporters else one_round(args.child)
+        print(json.dumps(result))
         return 0
+    if args.scale and args.backend == "both" and "--backend" not in sys.argv:
+        args.backend = "postgres"
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     if "postgres" in backends and not pg_answers(PG_URL):
         print(f"PostgreSQL at {PG_URL.rpartition('@')[2]} does not answer: skipped")
         backends.remove("postgres")
+    if args.scale:
+        return scale_main(backends, args.rounds)
     print(
         f"{RUNS} runs (seed {SEED}) as OTLP spans in export calls of {BATCH} spans to gunicorn "
         "(config/gunicorn.py, DEBUG off); all runs queryable = every run finished with all its steps"
@@ -320,6 +480,51 @@ def main() -> int:
         if seen[True] and seen[False]:
             _findings_cost(backend, seen)
     return 0
+
+
+def scale_main(backends: list[str], rounds: int) -> int:
+    """``--scale``: each backend's table of spans/s by exporters and gunicorn processes, each cell the
+    median of ``rounds`` rounds; exits 1 when a round stored other runs or steps than the workload's."""
+    print(
+        f"{RUNS} runs (seed {SEED}) as OTLP spans, split by run between 1, 2 and 4 exporter processes "
+        "sending at once, to 1 and 2 gunicorn processes (config/gunicorn.py, DEBUG off); spans/s until "
+        "every run is queryable"
+    )
+    print(f"  load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    wrong = 0
+    for backend in backends:
+        cells: dict[tuple[int, int], list[dict]] = {}
+        for n in range(rounds):
+            for processes in (1, 2):
+                for exporters in (1, 2, 4):
+                    r = child(backend, processes=processes, exporters=exporters)
+                    cells.setdefault((processes, exporters), []).append(r)
+                    exact = r["stored_runs"] == r["runs"] == r["traces"] and r["stored_steps"] == r["steps"]
+                    wrong += not exact
+                    print(
+                        f"  {backend} round {n + 1}/{rounds}: {processes} process(es), {exporters} exporter(s): "
+                        f"{r['spans']} spans in {r['calls']} calls queryable after {r['queryable_s']:.2f} s = "
+                        f"{r['spans_per_s']} spans/s (gunicorn's CPU {r['server_cpu_s']:.2f} s"
+                        + (f", PostgreSQL's {r['postgres_cpu_s']:.2f} s" if r["postgres_cpu_s"] is not None else "")
+                        + f", load "
+                        f"{r['load']}); stored {r['stored_runs']} runs, {r['traces']} traces, "
+                        f"{r['stored_steps']} of {r['steps']} steps{'' if exact else ' — NOT THE WORKLOAD'}",
+                        flush=True,
+                    )
+        print(f"\n  {backend}: spans/s until every run is queryable (median of {rounds}; CPU of gunicorn + PostgreSQL)")
+        print("  | gunicorn processes | 1 exporter | 2 exporters | 4 exporters |")
+        print("  | --- | --- | --- | --- |")
+        for processes in (1, 2):
+            row = []
+            for exporters in (1, 2, 4):
+                seen = cells[(processes, exporters)]
+                rate = _median([r["spans_per_s"] for r in seen])
+                cpu = f"{_median([r['server_cpu_s'] for r in seen]):.2f} s"
+                if seen[0]["postgres_cpu_s"] is not None:
+                    cpu += f" + {_median([r['postgres_cpu_s'] for r in seen]):.2f} s"
+                row.append(f"{rate:,.0f} ({cpu})")
+            print(f"  | {processes} | " + " | ".join(row) + " |")
+    return 1 if wrong else 0
 
 
 def _median(values: list[float]) -> float:
