@@ -10,7 +10,7 @@ all its steps, asked as the pages ask (the runs list's query filtered to finishe
 counts, and the step rows the run pages read), polled every 20 ms: a request answered before its
 runs are written (tracer/intake/otlp/views.py, ANSWER_FIRST_SPANS) is counted until they are. It prints
 too the CPU seconds gunicorn's processes spent meanwhile, the server's own work, less at the mercy
-of the machine's load than the time. gunicorn runs one process (``WEB_CONCURRENCY=1`` unless set),
+of the machine's load than the time, and their peak resident memory together (sampled every 50 ms). gunicorn runs one process (``WEB_CONCURRENCY=1`` unless set),
 as ``./rlt up`` serves.
 
 Two baselines from the same run:
@@ -176,14 +176,15 @@ def one_round(backend: str) -> dict:
         calls = []
         server = _server_cpu()
         started = time.perf_counter()
-        for batch in batches:
-            t = time.perf_counter()
-            result = exporter.export(batch)
-            calls.append(time.perf_counter() - t)
-            if result != SpanExportResult.SUCCESS:
-                raise SystemExit(f"export failed: {result}")
-        exported = time.perf_counter() - started
-        queryable_wait(mine, RUNS, want_steps, started)
+        with PeakMemory() as memory:
+            for batch in batches:
+                t = time.perf_counter()
+                result = exporter.export(batch)
+                calls.append(time.perf_counter() - t)
+                if result != SpanExportResult.SUCCESS:
+                    raise SystemExit(f"export failed: {result}")
+            exported = time.perf_counter() - started
+            queryable_wait(mine, RUNS, want_steps, started)
         queryable = time.perf_counter() - started
         server_cpu = _server_cpu() - server
         exporter.shutdown()
@@ -221,6 +222,7 @@ def one_round(backend: str) -> dict:
         "client_encode_s": round(client_encode, 3),
         "queryable_s": round(queryable, 3),
         "server_cpu_s": round(server_cpu, 3),
+        "server_peak_mb": round(memory.peak / 2**20),
         "call_p50_ms": round(1000 * calls[len(calls) // 2], 1),
         "call_max_ms": round(1000 * calls[-1], 1),
         "baseline_s": round(baseline, 3),
@@ -268,14 +270,15 @@ def scale_round(backend: str, exporters: int) -> dict:
         mine = listed.filter(owner=sender)
         server, database = _server_cpu(), _postgres_cpu()
         started = time.perf_counter()
-        for proc in senders:
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        said = [json.loads(proc.communicate()[0].strip().splitlines()[-1]) for proc in senders]
-        exported = time.perf_counter() - started
-        if any(r["failed"] for r in said):
-            raise SystemExit(f"export calls failed: {said}")
-        queryable_wait(mine, RUNS, want_steps, started)
+        with PeakMemory() as memory:
+            for proc in senders:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            said = [json.loads(proc.communicate()[0].strip().splitlines()[-1]) for proc in senders]
+            exported = time.perf_counter() - started
+            if any(r["failed"] for r in said):
+                raise SystemExit(f"export calls failed: {said}")
+            queryable_wait(mine, RUNS, want_steps, started)
         queryable = time.perf_counter() - started
         server_cpu, database_cpu = _server_cpu() - server, _postgres_cpu() - database
     stored_runs = Run.objects.filter(owner=sender).count()
@@ -291,6 +294,7 @@ def scale_round(backend: str, exporters: int) -> dict:
         "spans_per_s": round(len(spans) / queryable),
         "server_cpu_s": round(server_cpu, 3),
         "postgres_cpu_s": round(database_cpu, 3) if backend == "postgres" else None,
+        "server_peak_mb": round(memory.peak / 2**20),
         "runs": RUNS,
         "stored_runs": stored_runs,
         "traces": OtlpTrace.objects.filter(owner=sender).count(),
@@ -382,6 +386,38 @@ def floor_measure(payloads: list[bytes], spans: list, runs: list[dict]) -> dict[
             insert = min(insert, time.perf_counter() - t)
             db.close()
     return {"decode_s": decode, "insert_s": insert, "span_rows": len(span_rows), "step_rows": len(step_rows)}
+
+
+class PeakMemory:
+    """The largest resident memory of the app's gunicorn processes together (this process's children),
+    sampled every 50 ms on a thread from the block's start to its end: what serving the round took."""
+
+    def __enter__(self):
+        import threading
+
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        import psutil
+
+        while True:
+            total = 0
+            for proc in psutil.Process().children(recursive=True):
+                try:
+                    if "gunicorn" in " ".join(proc.cmdline()):
+                        total += proc.memory_info().rss
+                except psutil.NoSuchProcess:
+                    continue
+            self.peak = max(self.peak, total)
+            if self._stop.wait(0.05):
+                return
 
 
 def _server_cpu() -> float:
@@ -506,7 +542,7 @@ def scale_main(backends: list[str], rounds: int) -> int:
                         f"{r['spans']} spans in {r['calls']} calls queryable after {r['queryable_s']:.2f} s = "
                         f"{r['spans_per_s']} spans/s (gunicorn's CPU {r['server_cpu_s']:.2f} s"
                         + (f", PostgreSQL's {r['postgres_cpu_s']:.2f} s" if r["postgres_cpu_s"] is not None else "")
-                        + f", load "
+                        + f", gunicorn's peak memory {r['server_peak_mb']} MB, load "
                         f"{r['load']}); stored {r['stored_runs']} runs, {r['traces']} traces, "
                         f"{r['stored_steps']} of {r['steps']} steps{'' if exact else ' — NOT THE WORKLOAD'}",
                         flush=True,
@@ -550,7 +586,8 @@ def _report(r: dict) -> None:
         f"  {r['database']:10} {r['spans']} spans in {r['calls']} calls: exported in {r['exported_s']:.2f} s "
         f"(per call p50 {r['call_p50_ms']:.0f} ms, max {r['call_max_ms']:.0f} ms); all {r['runs']} runs "
         f"({r['steps']} steps) queryable after {r['queryable_s']:.2f} s (of which the exporter's own "
-        f"encoding, timed apart: {r['client_encode_s']:.2f} s; gunicorn's CPU {r['server_cpu_s']:.2f} s)\n"
+        f"encoding, timed apart: {r['client_encode_s']:.2f} s; gunicorn's CPU {r['server_cpu_s']:.2f} s, its "
+        f"peak resident memory {r['server_peak_mb']} MB)\n"
         f"  {'':10} baseline: the same {r['rows']} rows inserted straight in one transaction "
         f"{r['baseline_s']:.2f} s; receiver / baseline = {r['ratio']:.1f}×\n"
         f"  {'':10} floor: decoding the payloads {r['floor_decode_s']:.3f} s + one sqlite3 executemany "
