@@ -1483,6 +1483,20 @@ def test_a_coordinators_export_nests_its_sub_agents_under_the_calls_that_ran_the
     assert len(agents_below) == len(children)
     for agent in agents_below:  # each under the execute_tool span of the step that ran it
         assert by_id[agent["parentSpanId"]]["name"].startswith("execute_tool")
+
+    def below(span_id: str) -> list[dict]:
+        kids = [s for s in spans if s["parentSpanId"] == span_id]
+        return kids + [d for k in kids for d in below(k["spanId"])]
+
+    # and each sub-agent's own tool calls are spans inside its invoke_agent span, attempts and all
+    by_label = {c.label: c for c in children}
+    for agent in agents_below:
+        child = by_label[agent["name"].removeprefix("invoke_agent ")]
+        calls = [s for s in below(agent["spanId"]) if s["name"].startswith("execute_tool")]
+        assert len(calls) == sum(len(s.attempts) for s in child.steps.filter(kind="tool_use"))
+        assert {c["name"] for c in calls} == {
+            f"execute_tool {s.tool_name}" for s in child.steps.filter(kind="tool_use")
+        }
     assert any(
         by_id.get(s["parentSpanId"], {}).get("name", "").startswith("invoke_agent") for s in spans if s["parentSpanId"]
     )
