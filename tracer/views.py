@@ -168,7 +168,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context = {"run": run, "waterfall": run_page.run_waterfall(run=run)}
         return render(request, "tracer/run_detail.html#run-waterfall", context)
     window = run_page.step_window_first(run=run, at=common.index_or_zero(request.GET.get("at")))
-    waterfall = run_page.run_waterfall(run=run, window=window)
+    sub_agents = run_page.run_sub_agents(
+        run=run, shown=run_page.window_indices(window), last=window.last_index if run.is_active else None
+    )
+    waterfall = run_page.run_waterfall(run=run, window=window, sub_agents=sub_agents)
     findings = findings_reads.run_findings(run=run)
     context = {
         "run": run,
@@ -178,7 +181,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "last_index": window.last_index,
         "guard_errors": run_page.run_guard_errors(run=run),
         "reruns": run_page.run_reruns(run=run),
-        "sub_agents": run_page.run_sub_agents(run=run),
+        "sub_agents": sub_agents,
         "waterfall": waterfall,
         "others": run_page.run_other_policies(run=run),
         "wasted": _wasted(run, waterfall),
@@ -204,8 +207,12 @@ def _wasted(run, waterfall) -> dict | None:
 def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
     """The live fragment: steps after ``?after=``, the run's status, and the next poller while active.
     Asked by a gap in the timeline (``step-gap-N``), the next window of steps after ``?after=`` and
-    before ``?before=`` (from the one holding ``?at=``), and gaps for the rest."""
+    before ``?before=`` (from the one holding ``?at=``), and gaps for the rest. Asked by a sub-agent's
+    fold on its parent's page (``sub-agent-steps-<id>``, this run's id), its first steps."""
     run = run_page.run_get(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
+    if request.htmx.target == f"sub-agent-steps-{run.pk}":  # a sub-agent's fold, opened on its parent's page
+        context = {"run": run, "child": run, "steps": run_page.sub_agent_steps_first(run=run)}
+        return render(request, "tracer/run_detail.html#sub-agent-steps", context)
     after = common.index_or_zero(request.GET.get("after"))
     if request.htmx.target and request.htmx.target.startswith("step-gap-"):
         before = common.index_or_zero(request.GET.get("before")) or None
@@ -215,19 +222,23 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         context = {
             "run": run,
             "window": window,
-            "sub_agents": run_page.run_sub_agents(run=run),
+            "sub_agents": run_page.run_sub_agents(run=run, shown=run_page.window_indices(window)),
             "findings_by_step": findings_reads.findings_by_step(findings_reads.run_findings(run=run)),
         }
         return render(request, "tracer/run_detail.html#step-window", context)
     window = run_page.step_window_new(run=run, after=after)
+    last_index = window.last_index or after
     context = {
         "run": run,
         "window": window,
-        "last_index": window.last_index or after,
+        "last_index": last_index,
         "guard_errors": run_page.run_guard_errors(run=run),
         "reruns": run_page.run_reruns(run=run),
-        # nested under the new steps, and those running named on the live line
-        "sub_agents": run_page.run_sub_agents(run=run),
+        # nested under the new steps, those whose step has not come yet in the poller, and those
+        # running named on the live line
+        "sub_agents": run_page.run_sub_agents(
+            run=run, shown=run_page.window_indices(window), last=last_index if run.is_active else None
+        ),
         "oob": True,
     }
     if not run.is_active:  # the run's end swaps in its review form, which "Reviewed once it has ended" held

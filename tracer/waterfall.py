@@ -5,8 +5,12 @@ its tool attempts, each after the backoff the harness waited before it. Time is 
 (latencies, waits and backoffs), not the wall clock, so a pace between steps or a busy worker does not
 stretch it. A step that repeats the one before it exactly (same tool, same input, the same failure sent
 back to the model) is folded into one row after the first, "7 more identical failing calls", so a stuck
-run reads at a glance. ``templates/tracer/includes/waterfall.html`` draws it; geometry is in SVG user
-units of a ``WIDTH``-wide view box, readable down to an 800 px window. On a phone the page shows the
+run reads at a glance. A sub-agent a step ran (a coordinator's child run) is nested under that step:
+a row for the sub-agent across its own measured time, from the start of the tool call that ran it,
+then its steps' rows, indented, on the same axis; they take no time of their own from the parent's
+clock, since the call's attempt already measured them.
+``templates/tracer/includes/waterfall.html`` draws it; geometry is in SVG user units of a
+``WIDTH``-wide view box, readable down to an 800 px window. On a phone the page shows the
 same rows stacked instead (``narrow_svg``): each row's label on a line of its own above its bar, in a
 ``NARROW_WIDTH``-wide view box that a 390 px screen draws at about its own size.
 """
@@ -39,6 +43,9 @@ NARROW_WIDTH = 360  # the stacked picture: label above bar, the bar across the w
 NARROW_X = 4
 NARROW_W = NARROW_WIDTH - 2 * NARROW_X
 NARROW_ROW_H = 30
+SUB_ROWS = 12  # rows of one sub-agent's steps at most; its later steps are on its own page
+SUB_STEPS_READ = 2 * SUB_ROWS  # the steps read of each sub-agent the picture nests
+NEST_INDENT = 10  # how far a nested row's label sits in on the stacked picture
 
 
 def seconds_text(value: float) -> str:
@@ -99,6 +106,8 @@ class Row:
     folded: int = 0
     folded_tokens: tuple[int, int] = (0, 0)  # the model tokens (in, out) the folded repeats spent
     y: int = 0
+    agent: int = 0  # the sub-agent (run id) this row is of, or heads; 0: the run's own step
+    head: str = ""  # a sub-agent's row: what it says in words instead of a step's
 
     @property
     def duration_s(self) -> float:
@@ -116,13 +125,23 @@ class Row:
     def folded_text(self) -> str:
         return f"{self.folded} more identical failing call{'s' if self.folded != 1 else ''}"
 
+    @property
+    def kind(self) -> str:
+        """``step``, ``sub-agent`` (a sub-agent's own row) or ``nested`` (one of a sub-agent's steps)."""
+        if not self.agent:
+            return "step"
+        return "sub-agent" if self.head else "nested"
+
     @cached_property  # asked for three times a row, once the row is complete
     def summary(self) -> str:
         """The row in words: its accessible name and the text alternative's line."""
+        if self.head:
+            return f"{self.head}; {self.duration_text} in all, from {seconds_text(self.start_s)}"
+        of = f"sub-agent #{self.agent} " if self.agent else ""
         if self.folded:
-            head = f"{self.steps_text}: {self.folded_text} to {self.tool}"
+            head = f"{of}{self.steps_text}: {self.folded_text} to {self.tool}"
         else:
-            head = f"{self.steps_text} {self.tool}"
+            head = f"{of}{self.steps_text} {self.tool}"
         parts = [head]
         if self.attempts:
             parts.append(
@@ -142,6 +161,17 @@ class Row:
     @cached_property  # the row's name and title in the picture, and its line in words
     def summary_html(self) -> str:
         return escape(self.summary)
+
+
+@dataclass
+class SubAgentSteps:
+    """What the picture nests of one sub-agent: its run id, label, number of steps and its first steps
+    (in index order, as ``waterfall_build`` reads a run's)."""
+
+    pk: int
+    label: str
+    step_count: int
+    steps: list[Any]
 
 
 @dataclass
@@ -175,16 +205,23 @@ class Waterfall:
 
     @property
     def folded_steps(self) -> int:
-        return sum(r.folded for r in self.rows)
+        """The run's own repeats folded (not its sub-agents')."""
+        return sum(r.folded for r in self.rows if not r.agent)
+
+    @property
+    def sub_agents(self) -> int:
+        return sum(1 for r in self.rows if r.head)
 
     @property
     def waited_s(self) -> float:
-        return sum(r.waited_s for r in self.rows)
+        """The run's own waits: a sub-agent's are inside the step that ran it."""
+        return sum(r.waited_s for r in self.rows if not r.agent)
 
     @property
     def folded_tokens(self) -> tuple[int, int]:
-        """The model tokens (in, out) spent on the folded repeats: the calls that could only fail again."""
-        return sum(r.folded_tokens[0] for r in self.rows), sum(r.folded_tokens[1] for r in self.rows)
+        """The model tokens (in, out) spent on the run's folded repeats: the calls that could only fail again."""
+        own = [r for r in self.rows if not r.agent]
+        return sum(r.folded_tokens[0] for r in own), sum(r.folded_tokens[1] for r in own)
 
     @property
     def svg(self) -> SafeString:
@@ -242,7 +279,8 @@ class Waterfall:
 
         return self._row_group(
             row,
-            f'<text class="label" x="{NARROW_X}" y="{text_y}">{escape(row.label)}</text>'
+            f'<text class="label" x="{NARROW_X + (NEST_INDENT if row.agent else 0)}" y="{text_y}">'
+            f"{escape(row.label)}</text>"
             f'<text class="figure" x="{NARROW_WIDTH - NARROW_X}" y="{text_y}" text-anchor="end">'
             f"{escape(row.duration_text)}</text>"
             f"{self._segments_svg(row, place, mid, bar_y)}",
@@ -279,9 +317,13 @@ class Waterfall:
     def _row_group(row: Row, inner: str) -> str:
         """A row's group: its classes, its summary as label and title, then ``inner`` (escaped by the caller)."""
         classes = "row" + (" folded" if row.folded else "") + (" failed" if row.failed else "")
+        of = ""
+        if row.agent:
+            classes += f" {row.kind}"
+            of = f' data-run="{int(row.agent)}"'
         summary = row.summary_html
         return (
-            f'<g class="{classes}" role="img" aria-label="{summary}" data-steps="{row.first}-{row.last}">'
+            f'<g class="{classes}" role="img" aria-label="{summary}" data-steps="{row.first}-{row.last}"{of}>'
             f"<title>{summary}</title>{inner}</g>"
         )
 
@@ -301,6 +343,10 @@ class Waterfall:
             parts.append(f"{seconds_text(self.waited_s)} of it waiting between attempts")
         if self.folded_steps:
             parts.append(f"{self.folded_steps} identical failing call{'s' if self.folded_steps != 1 else ''} folded")
+        if self.sub_agents:
+            many = self.sub_agents != 1
+            where = "the steps that ran them" if many else "the step that ran it"
+            parts.append(f"{self.sub_agents} sub-agent{'s' if many else ''} nested under {where}")
         if self.hidden_steps:
             parts.append(f"the first {self.steps} of {self.of_steps} steps: {self.hidden_steps} later ones not drawn")
         return "; ".join(parts)
@@ -400,61 +446,132 @@ def _ticks(total_s: float) -> list[Tick]:
     return marks
 
 
-def waterfall_build(*, steps: Iterable[Any], step_count: int) -> Waterfall:
+def _label_nested(step: Any) -> str:
+    text = f"↳ {step.index} {_name(step)}"
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+class _Layout:
+    """The rows of a picture as they are laid: a run's steps on the clock, each sub-agent a step ran
+    nested under its row, until ``MAX_ROWS`` rows are full."""
+
+    def __init__(self, sub_agents: dict[int, list[SubAgentSteps]]) -> None:
+        self.rows: list[Row] = []
+        self.sub_agents = sub_agents
+        self.drawn = 0  # the run's own steps drawn
+
+    def full(self) -> bool:
+        return len(self.rows) >= MAX_ROWS
+
+    def lay(self, steps: Iterable[Any], *, clock: float, agent: int = 0, max_rows: int = MAX_ROWS) -> float:
+        """Rows for ``steps`` from ``clock`` (at most ``max_rows`` of them); the clock after them."""
+        last_identity: str | None = None
+        mine = 0
+        for step in steps:
+            nests = not agent and step.index in self.sub_agents
+            identity = None if nests else repeat_identity(step)
+            folds = identity is not None and identity == last_identity
+            if not (folds and self.rows[-1].folded) and (self.full() or mine >= max_rows):
+                break  # this step needs a row of its own and there is none left
+            segments = _step_segments(step)
+            start = clock
+            for segment in segments:
+                segment.start_s = clock
+                clock += segment.duration_s
+            if not agent:
+                self.drawn += 1
+            attempts = sum(1 for s in segments if s.kind in ("ok", "fail"))
+            waited = sum(s.duration_s for s in segments if s.kind == "wait")
+            if folds:
+                row = self.rows[-1]
+                if not row.folded:  # the first repeat: a folded row after the step it repeats
+                    row = Row(
+                        first=step.index,
+                        last=step.index,
+                        tool=row.tool,
+                        label="",
+                        start_s=start,
+                        failed=True,
+                        agent=agent,
+                    )
+                    self.rows.append(row)
+                    mine += 1
+                row.last = step.index
+                row.folded += 1
+                row.folded_tokens = (
+                    row.folded_tokens[0] + int(step.input_tokens or 0),
+                    row.folded_tokens[1] + int(step.output_tokens or 0),
+                )
+                row.label = ("↳ " if agent else "") + row.folded_text
+                row.segments += segments
+                row.attempts += attempts
+                row.waited_s += waited
+                continue
+            last_identity = identity
+            self.rows.append(
+                Row(
+                    first=step.index,
+                    last=step.index,
+                    tool=_name(step),
+                    label=_label_nested(step) if agent else _label(step),
+                    start_s=start,
+                    segments=segments,
+                    attempts=attempts,
+                    waited_s=waited,
+                    failed=bool(step.is_error),
+                    agent=agent,
+                )
+            )
+            mine += 1
+            if nests:
+                self._nest(self.sub_agents[step.index], segments)
+        return clock
+
+    def _nest(self, children: list[SubAgentSteps], segments: list[Segment]) -> None:
+        """Each sub-agent the step ran, from the start of the tool attempt that ran it (the next one
+        after the sub-agent before it, when the step ran several)."""
+        starts = [s.start_s for s in segments if s.kind in ("ok", "fail")]
+        clock = starts[0] if starts else (segments[-1].start_s + segments[-1].duration_s if segments else 0.0)
+        for i, child in enumerate(children):
+            if self.full():
+                return
+            start = max(clock, starts[i]) if i < len(starts) else clock
+            head = Row(first=0, last=0, tool="sub-agent", label="", start_s=start, agent=child.pk)
+            self.rows.append(head)
+            before = len(self.rows)
+            end = self.lay(child.steps, clock=start, agent=child.pk, max_rows=SUB_ROWS)
+            shown = self.rows[before:]
+            drawn = shown[-1].last if shown else 0
+            head.first, head.last = (1, drawn) if drawn else (0, 0)
+            head.segments = [
+                Segment("agent", start, end - start, f"sub-agent #{child.pk}: {seconds_text(end - start)}")
+            ]
+            name = child.label or "sub-agent"
+            text, room = f"#{child.pk} {name}", LABEL_CHARS - 4  # its label is bold, so wider
+            head.label = text if len(text) <= room else text[: room - 1] + "…"
+            steps = f"{child.step_count} step{'s' if child.step_count != 1 else ''}"
+            if drawn < child.step_count:
+                steps += f", the first {drawn} drawn"
+            head.head = f"sub-agent #{child.pk} {name}: {steps}"
+            clock = end
+
+
+def waterfall_build(
+    *, steps: Iterable[Any], step_count: int, sub_agents: dict[int, list[SubAgentSteps]] | None = None
+) -> Waterfall:
     """The waterfall of ``steps`` (Step rows in index order, with ``attempts`` and ``model_attempts``),
     read only until ``MAX_ROWS`` rows are full; ``step_count``: the run's number of steps, to say how
-    many are left out."""
-    rows: list[Row] = []
-    clock = 0.0
-    last_identity: str | None = None
-    drawn = 0
-    for step in steps:
-        identity = repeat_identity(step)
-        folds = identity is not None and identity == last_identity
-        if not (folds and rows[-1].folded) and len(rows) >= MAX_ROWS:
-            break  # this step needs a row of its own and there is none left
-        segments = _step_segments(step)
-        start = clock
-        for segment in segments:
-            segment.start_s = clock
-            clock += segment.duration_s
-        drawn += 1
-        attempts = sum(1 for s in segments if s.kind in ("ok", "fail"))
-        waited = sum(s.duration_s for s in segments if s.kind == "wait")
-        if folds:
-            row = rows[-1]
-            if not row.folded:  # the first repeat: a folded row after the step it repeats
-                row = Row(first=step.index, last=step.index, tool=row.tool, label="", start_s=start, failed=True)
-                rows.append(row)
-            row.last = step.index
-            row.folded += 1
-            row.folded_tokens = (
-                row.folded_tokens[0] + int(step.input_tokens or 0),
-                row.folded_tokens[1] + int(step.output_tokens or 0),
-            )
-            row.label = row.folded_text
-            row.segments += segments
-            row.attempts += attempts
-            row.waited_s += waited
-            continue
-        last_identity = identity
-        rows.append(
-            Row(
-                first=step.index,
-                last=step.index,
-                tool=_name(step),
-                label=_label(step),
-                start_s=start,
-                segments=segments,
-                attempts=attempts,
-                waited_s=waited,
-                failed=bool(step.is_error),
-            )
-        )
-    scale = PLOT_W / clock if clock > 0 else 0.0
+    many are left out; ``sub_agents``: the sub-agents each step ran (by the step's index), nested under it."""
+    layout = _Layout(sub_agents or {})
+    clock = layout.lay(steps, clock=0.0)
+    rows = layout.rows
+    # a sub-agent's steps lie inside the call that ran it; one measured longer still stays in the frame
+    extent = max([clock, *(s.start_s + s.duration_s for row in rows if row.agent for s in row.segments)])
+    scale = PLOT_W / extent if extent > 0 else 0.0
     for i, row in enumerate(rows):
         row.y = TOP + ROW_H * i
         for segment in row.segments:
             segment.x = round(PLOT_X + segment.start_s * scale, 1)
             segment.width = round(max(segment.duration_s * scale, MIN_BAR if segment.kind != "wait" else 0), 1)
+    drawn = layout.drawn
     return Waterfall(rows=rows, total_s=clock, steps=drawn, of_steps=max(step_count, drawn), ticks=_ticks(clock))

@@ -13,6 +13,7 @@ from agents.events import ModelAttempt
 from tests.dom import page
 from tests.factories import (
     RunFactory,
+    StepFactory,
     failed_attempt,
     final_step,
     ok_attempt,
@@ -194,8 +195,9 @@ def test_the_picture_drawn_from_the_timelines_steps_is_the_one_read_alone(steps,
     run.refresh_from_db()
     alone = run_page.run_waterfall(run=run)
     window = run_page.step_window_first(run=run)
+    sub_agents = run_page.run_sub_agents(run=run)  # the page reads them for its timeline anyway
     with django_assert_max_num_queries(1):  # the steps after the window's, only when the rows are not full
-        from_window = run_page.run_waterfall(run=run, window=window)
+        from_window = run_page.run_waterfall(run=run, window=window, sub_agents=sub_agents)
     assert from_window.svg == alone.svg
     assert from_window.summary == alone.summary
     assert [r.summary for r in from_window.rows] == [r.summary for r in alone.rows]
@@ -271,13 +273,22 @@ def test_sub_agents_show_under_the_step_that_started_them_with_their_tokens(admi
     assert f"#sub-agents-{children[0].parent_step}" in [href for _, href in doc.one("aside").links]
 
 
-def test_sub_agents_recorded_before_their_step_was_kept_stay_listed_beside_the_timeline(admin_client):
+def test_sub_agents_recorded_before_their_step_was_kept_are_folded_after_the_steps(admin_client):
     run = RunFactory(scenario="coordinator-partial")
+    StepFactory(run=run, event=final_step(1, "Done."))
     old = RunFactory(parent=run, label="sub-agent 1: <i>lookup</i>", input_tokens=7, output_tokens=3)
+    steps_add(old, [tool_step(1, [ok_attempt(1)], tool="lookup_order")])
     doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
-    (mini,) = [m for m in doc.one("aside").select(".mini") if m.one("a")["href"] == f"/runs/{old.pk}/"]
-    assert "sub-agent 1: <i>lookup</i>" in mini.text and "tokens 7 in · 3 out" in mini.text
-    assert doc.select(".sub-agents") == []
+    after = doc.one("#sub-agents-unplaced")
+    assert "Sub-agents not under a step" in after.one("h3").text
+    fold = after.one(f"details#sub-agent-{old.pk}")
+    assert fold.get("open") is None  # folded until it is opened
+    head = fold.select("summary")[0]  # the fold's own, before its steps' own summaries
+    assert head.one("a")["href"] == f"/runs/{old.pk}/"
+    assert "sub-agent 1: <i>lookup</i>" in head.text and "tokens 7 in · 3 out" in head.text
+    assert fold.one(f"#sub-agent-{old.pk}-step-1 code.tool").text == "lookup_order"
+    assert doc.one("#step-1").select(".sub-agents") == []
+    assert "#sub-agents-unplaced" in doc.one("aside").hrefs
 
 
 def test_the_run_page_costs_the_same_for_n_and_3n_steps_and_sub_agents(admin_client):

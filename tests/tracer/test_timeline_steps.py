@@ -79,7 +79,7 @@ def test_a_tool_step_shows_its_call_attempts_model_call_result_and_sub_agents(ad
     assert "tool_result sent to the model" in first.one("details.result summary").text
     children = first.select(".sub-agents li.sub-agent")
     assert "this call ran 2 sub-agents" in first.one(".sub-agents-head").text
-    assert [a.text for a in first.select(".sub-agents li.sub-agent > a")] == [
+    assert [a.text for a in first.select(".sub-agents li.sub-agent summary > a")] == [
         f"#{stock.pk} check stock",
         f"#{warehouse.pk} from the warehouse",
     ]
@@ -169,7 +169,7 @@ def test_what_a_trace_put_in_any_field_of_a_step_shows_as_text(admin_client):
     assert SCRIPT in first.one("details.result summary code").text and SCRIPT in first.one("details.result pre").text
     assert first.one(".model-call .msg").text == SCRIPT
     assert first.one(".model-call code.request-id").text == SCRIPT
-    assert first.one(".sub-agents li.sub-agent > a").text.endswith(SCRIPT)
+    assert first.one(".sub-agents li.sub-agent summary > a").text.endswith(SCRIPT)
     assert doc.one("#step-2 code.tool").text == SCRIPT
     assert doc.one("#step-3 blockquote.answer").text == f"{SCRIPT} {SCRIPT}"
 

@@ -33,14 +33,34 @@ def test_the_run_page_costs_the_same_for_5_and_500_steps(admin_client):
     assert queries(admin_client, url) == five
 
 
-def test_the_run_page_costs_the_same_with_sub_agents_under_steps_in_the_aside_and_running(admin_client):
+def test_the_run_page_costs_the_same_with_1_and_4_sub_agents_under_steps_after_them_and_running(admin_client):
+    def sub_agents(run: Run, n: int) -> None:
+        for i in range(n):
+            placed = RunFactory(
+                parent=run, parent_step=2 + i % 3, label="placed", step_count=3 + i * 40, stop_reason="max_steps"
+            )
+            steps_grow(placed, 3 + i * 40)  # nested steps, read with every other sub-agent's
+            unplaced = RunFactory(parent=run, label="unplaced", source=Run.Source.OTLP, model_backend="imported")
+            steps_grow(unplaced, 2 + i)
+            running = RunFactory(
+                parent=run,
+                parent_step=6,
+                label="running",
+                status="running",
+                stop_reason="",
+                verdict="",
+                step_count=1 + i * 30,
+            )
+            steps_grow(running, 1 + i * 30)
+
     run = run_with_steps(5, status=Run.Status.RUNNING, stop_reason="", verdict="")
     url = reverse("tracer:run", args=[run.pk])
-    none = queries(admin_client, url)
-    RunFactory(parent=run, parent_step=2, label="placed", stop_reason=Run.StopReason.MAX_STEPS)
-    RunFactory(parent=run, label="unplaced", source=Run.Source.OTLP, model_backend="imported")
-    RunFactory(parent=run, parent_step=5, label="running", status=Run.Status.RUNNING, stop_reason="", verdict="")
-    assert queries(admin_client, url) == none  # nothing read of a sub-agent one at a time
+    poll = reverse("tracer:run-steps", args=[run.pk]) + "?after=1"
+    sub_agents(run, 1)
+    one, one_poll = queries(admin_client, url), queries(admin_client, poll, headers=HTMX)
+    sub_agents(run, 3)
+    assert queries(admin_client, url) == one  # nothing read of a sub-agent one at a time
+    assert queries(admin_client, poll, headers=HTMX) == one_poll
 
 
 def test_the_compare_picker_costs_the_same_for_3_and_300_runs(admin_client):

@@ -1,5 +1,5 @@
 """The same scenario under other policies: each run's peer per policy (its own experiment and repeat first), for the
-run page, the stop queue and the experiment page."""
+run page, the stop queue and the experiment page; a sub-agent's peer is the matching sub-agent of its coordinator's."""
 
 from __future__ import annotations
 
@@ -118,4 +118,56 @@ def run_policy_peers(*, runs: list[Run], finished: bool = False, fields: Iterabl
             peer = copy(fetched[pk])
             peer.pairing = pairing
             out[run_pk].append(peer)
+    return out
+
+
+# How a sub-agent's peer was matched among the sub-agents of its coordinator's peer, best first.
+SUB_AGENT_PAIRINGS = ("same job", "same step", "same position")
+
+
+def _step_places(children: list[Run]) -> dict[int, tuple[int | None, int]]:
+    """Each sub-agent's step and its place among those of that step (a step retried ran several)."""
+    counted: dict[int | None, int] = defaultdict(int)
+    places = {}
+    for child in children:
+        places[child.pk] = (child.parent_step, counted[child.parent_step])
+        counted[child.parent_step] += 1
+    return places
+
+
+def sub_agent_policy_peers(*, run: Run, fields: Iterable[str]) -> list[Run]:
+    """A sub-agent's peers: under each other policy, the sub-agent of its coordinator's peer
+    (``run_policy_peers``) that did the same job (the same label, e.g. "sub-agent 3: Look up order
+    1050…"), else the one started by the same step (in the same place among that step's, else its
+    first), else the one in the same place among its coordinator's sub-agents; none for a policy whose
+    coordinator ran no matching one. Each one's ``pairing`` names both matches. Six queries, whatever
+    the number of runs and sub-agents."""
+    parent = Run.objects.only("id", "scenario", "policy_name", "experiment_id", "rerun_of_id").get(pk=run.parent_id)
+    coordinators = run_policy_peers(runs=[parent], fields=("id", "policy_name"))[parent.pk]
+    fields = {*fields, "parent", "parent_step", "label"}
+    below: dict[int, list[Run]] = defaultdict(list)
+    family = Run.objects.only(*fields).filter(parent_id__in=[parent.pk, *(c.pk for c in coordinators)])
+    for child in family.order_by("id"):
+        below[child.parent_id].append(child)
+    mine = below[parent.pk]
+    position = next((i for i, c in enumerate(mine) if c.pk == run.pk), None)
+    step, place = _step_places(mine).get(run.pk, (None, 0))
+    out = []
+    for coordinator in coordinators:
+        theirs = below[coordinator.pk]
+        places = _step_places(theirs)
+        same_step = [c for c in theirs if step is not None and c.parent_step == step]
+        same_place = [c for c in same_step if places[c.pk][1] == place]
+        same_job = [c for c in theirs if run.label and c.label == run.label]
+        if same_job:
+            match, how = same_job[0], SUB_AGENT_PAIRINGS[0]
+        elif same_step:
+            match, how = (same_place or same_step)[0], SUB_AGENT_PAIRINGS[1]
+        elif position is not None and position < len(theirs):
+            match, how = theirs[position], SUB_AGENT_PAIRINGS[2]
+        else:
+            continue
+        peer = copy(match)
+        peer.pairing = f"{how}, under coordinator #{coordinator.pk} ({coordinator.pairing})"
+        out.append(peer)
     return out

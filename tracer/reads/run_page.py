@@ -4,20 +4,18 @@ errors that tripped a guard and its re-runs."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from django.db.models import (
-    QuerySet,
-)
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from .. import waterfall
 from ..models import Run, Step
 from ..waterfall import Waterfall
 from .common import HEAVY_FIELDS, index_or_zero
-from .peers import run_policy_peers
+from .peers import run_policy_peers, sub_agent_policy_peers
 from .stops_page import GUARD_STOPS, TRAILING_STEPS, tripping_errors
 
 # What the picture of a run reads of each step, and how many steps at a time.
@@ -181,13 +179,19 @@ def run_reruns(*, run: Run) -> list[Run]:
 class SubAgents:
     """A run's sub-agents (child runs), for its page: ``by_step`` maps the index of the step that
     started them to those runs, in the order they started; ``unplaced`` are those recorded before a
-    child kept its step (``Run.parent_step``). ``tokens``: (in, out) of those that ended, which count
-    in the parent's own totals (``recording.run_finish``)."""
+    child kept its step (``Run.parent_step``), and those whose step never came (the run ended while
+    they ran); ``pending`` those whose step the page does not have yet (a live run's sub-agent that
+    is running, or ended a moment before its step). ``steps``: the steps each sub-agent the page
+    shows nests under its fold (``SUB_STEPS`` of them: a running one's newest, else its first).
+    ``tokens``: (in, out) of those that ended, which count in the parent's own totals
+    (``recording.run_finish``)."""
 
     runs: list[Run]
     by_step: dict[int, list[Run]]
     unplaced: list[Run]
     tokens: tuple[int, int]
+    pending: list[Run] = field(default_factory=list)
+    steps: dict[int, list[StepRow]] = field(default_factory=dict)
 
     @property
     def running(self) -> list[Run]:
@@ -195,43 +199,124 @@ class SubAgents:
         return [c for c in self.runs if c.is_active]
 
 
-# What the run page shows of a sub-agent (under its step, in the aside, on the live line): the only
-# columns read of each (a query deferring the heavy columns cost more to build than one naming these).
+# What the run page shows of a sub-agent (under its step, in the aside, on the live line, its fold's
+# summary and its steps): the only columns read of each (a query deferring the heavy columns cost
+# more to build than one naming these).
 SUB_AGENT_FIELDS = (
     *("id", "parent", "parent_step", "label", "status", "stop_reason", "source", "source_detail"),
     *("model_backend", "model_name", "step_count", "error_count", "failed_attempt_count", "retry_count"),
-    "input_tokens",
+    *("input_tokens", "policy_name", "policy_settings", "verdict", "scenario"),
     *("output_tokens", "measured_ms", "created_at", "started_at", "finished_at"),
 )
+# The steps a sub-agent's fold nests at most; the rest are on its own page, a link away.
+SUB_STEPS = 20
+# The sub-agents' steps a page (or a poll, or a gap's window) nests at most, all folds together: the
+# folds past it read theirs when they are opened (``sub_agent_steps_first``), so a coordinator of many
+# sub-agents keeps a small page.
+NESTED_STEPS = 60
 
 
-def run_sub_agents(*, run: Run) -> SubAgents:
-    """One query, whatever the number of steps and sub-agents."""
+def run_sub_agents(*, run: Run, shown: Iterable[int] = (), last: int | None = None, nest: bool = True) -> SubAgents:
+    """The run's sub-agents, with the steps of those the page nests (``nest``): the ones under the
+    steps ``shown`` (their indices), those after the page's newest step ``last`` (None: the run's
+    last) and those with no step. Two queries, whatever the number of steps and sub-agents."""
     children = list(run.children.only(*SUB_AGENT_FIELDS).order_by("id"))
+    shown = set(shown)
+    if last is None:
+        last = max(run.step_count, *shown, 0)
     by_step: dict[int, list[Run]] = defaultdict(list)
+    unplaced, pending = [], []
     for child in children:
-        if child.parent_step is not None:
+        if child.parent_step is None or (child.parent_step > last and not run.is_active):
+            unplaced.append(child)
+        elif child.parent_step > last:
+            pending.append(child)
+        else:
             by_step[child.parent_step].append(child)
+    nested, budget = [], NESTED_STEPS
+    for child in [*pending, *(c for index in sorted(shown) for c in by_step.get(index, ())), *unplaced]:
+        cost = max(1, min(child.step_count, SUB_STEPS))
+        if child.is_active or cost <= budget:  # a running one's steps come with every poll
+            nested.append(child)
+            budget -= cost
     ended = [c for c in children if not c.is_active]
     return SubAgents(
         runs=children,
         by_step=dict(by_step),
-        unplaced=[c for c in children if c.parent_step is None],
+        unplaced=unplaced,
+        pending=pending,
         tokens=(sum(c.input_tokens for c in ended), sum(c.output_tokens for c in ended)),
+        steps=sub_agent_steps(children=nested) if nest else {},
     )
 
 
-def run_waterfall(*, run: Run, window: StepWindow | None = None) -> Waterfall:
+def sub_agent_steps(*, children: list[Run]) -> dict[int, list[StepRow]]:
+    """The steps each of ``children`` nests: a running one's newest ``SUB_STEPS``, an ended one's
+    first. One query for all of them (none when there are none)."""
+    if not children:
+        return {}
+    first = [c.pk for c in children if not c.is_active]
+    which = Q(run_id__in=first, index__lte=SUB_STEPS) if first else Q(pk__in=[])
+    for child in children:
+        if child.is_active:
+            which |= Q(run_id=child.pk, index__gt=child.step_count - SUB_STEPS)
+    rows = Step.objects.filter(which).order_by("run_id", "index").values_list("run_id", *STEP_ROW_FIELDS)
+    steps: dict[int, list[StepRow]] = {c.pk: [] for c in children}
+    for run_id, *values in rows:
+        steps[run_id].append(StepRow._make(values))
+    return steps
+
+
+def sub_agent_steps_first(*, run: Run) -> list[StepRow]:
+    """A sub-agent's first ``SUB_STEPS`` steps, for its fold when it is opened (one query)."""
+    return _step_rows(run.steps.filter(index__lte=SUB_STEPS).order_by("index"))
+
+
+def window_indices(window: StepWindow) -> list[int]:
+    """The indices of the steps a timeline window shows."""
+    return [s.index for s in (*window.steps, *window.tail)]
+
+
+def run_waterfall(*, run: Run, window: StepWindow | None = None, sub_agents: SubAgents | None = None) -> Waterfall:
     """The picture of ``run``'s steps (``waterfall``), read in chunks only until the picture's rows are
     full, so a long run's later steps are neither fetched nor decoded. ``window``: the timeline's steps
     of an ended run, already read; when they start at the first step the picture starts with them, and
-    asks for the steps after them only if its rows are not full yet (one query at most)."""
+    asks for the steps after them only if its rows are not full yet (one query at most). The sub-agents
+    that ended under its steps (``sub_agents``, else read) are nested with their first steps: one query
+    for all of them."""
     known: list[StepRow] = []
     whole = False
     if window is not None and not run.is_active and window.steps and window.steps[0].index == 1:
         known = [*window.steps, *([window.following] if window.following else [])]
         whole = window.gap_after is None  # nothing after them
-    return waterfall.waterfall_build(steps=_steps_from(run=run, known=known, whole=whole), step_count=run.step_count)
+    if sub_agents is None:
+        sub_agents = run_sub_agents(run=run, nest=False)
+    return waterfall.waterfall_build(
+        steps=_steps_from(run=run, known=known, whole=whole),
+        step_count=run.step_count,
+        sub_agents=_picture_sub_agents(sub_agents),
+    )
+
+
+def _picture_sub_agents(sub_agents: SubAgents) -> dict[int, list[waterfall.SubAgentSteps]]:
+    """The ended sub-agents under the run's first steps, as many as the picture's rows can hold, with
+    their first steps (one query; none without sub-agents)."""
+    placed = sorted(
+        (c for index, children in sub_agents.by_step.items() for c in children if not c.is_active),
+        key=lambda c: (c.parent_step, c.pk),
+    )[: waterfall.MAX_ROWS // 2]
+    if not placed:
+        return {}
+    steps: dict[int, list[Step]] = {c.pk: [] for c in placed}
+    rows = Step.objects.filter(run_id__in=list(steps), index__lte=waterfall.SUB_STEPS_READ)
+    for step in rows.only("run_id", *WATERFALL_FIELDS).order_by("run_id", "index"):
+        steps[step.run_id].append(step)
+    nested: dict[int, list[waterfall.SubAgentSteps]] = defaultdict(list)
+    for child in placed:
+        nested[child.parent_step].append(
+            waterfall.SubAgentSteps(pk=child.pk, label=child.label, step_count=child.step_count, steps=steps[child.pk])
+        )
+    return dict(nested)
 
 
 def _steps_from(*, run: Run, known: list[StepRow], whole: bool) -> Iterator[StepRow | Step]:
@@ -250,7 +335,10 @@ PEER_FIELDS = ("id", "policy_name", "status", "verdict", "source", "source_detai
 
 
 def run_other_policies(*, run: Run) -> list[Run]:
-    """The same scenario under each other policy (``run_policy_peers``), by policy name."""
+    """The same scenario under each other policy (``run_policy_peers``), by policy name; for a
+    sub-agent, the matching sub-agent under each other policy (``sub_agent_policy_peers``)."""
+    if run.parent_id is not None:
+        return sub_agent_policy_peers(run=run, fields=PEER_FIELDS)
     return run_policy_peers(runs=[run], fields=PEER_FIELDS)[run.pk]
 
 

@@ -11,11 +11,12 @@ finished string is marked safe.
 from __future__ import annotations
 
 import unicodedata
+from functools import cache
 from typing import Any
 
 from django import template
 from django.template.defaultfilters import floatformat, linebreaksbr, truncatechars
-from django.urls import get_script_prefix
+from django.urls import get_script_prefix, reverse
 from django.utils.formats import localize
 from django.utils.safestring import SafeString, mark_safe
 
@@ -23,6 +24,7 @@ from agents.events import failures_words
 from agents.prices import format_money
 from agents.vocabulary import ErrorFormat, StepKind
 from tracer.models import Run, run_cost
+from tracer.reads.run_page import SUB_STEPS
 from tracer.waterfall import duration_text, repeat_identity, step_time_s
 
 from .tracer_tags import (
@@ -74,26 +76,37 @@ def _yesno(value: Any, yes: str, no: str) -> str:
 
 
 class StepPage:
-    """What every step of one rendering shares, read from the template's context once: the run, its
-    policy's error format, whether it was imported, the sub-agents by step, the run page's URL."""
+    """What every step of one rendering shares: the run, its policy's error format, whether it was
+    imported, its sub-agents (by step, and the steps each nests), the findings that cite each step, the
+    run page's URL, and ``prefix``, put before each step's id: a sub-agent's steps nested in its
+    parent's page are ``sub-agent-7-step-1``, so they are not taken for the parent's ``step-1``."""
 
-    def __init__(self, context: template.Context) -> None:
-        run = context["run"]
-        sub_agents = context.get("sub_agents")
+    def __init__(self, run: Any, *, sub_agents: Any = None, findings: Any = None, prefix: str = "") -> None:
         self.policy_settings = run.policy_settings or {}
         self.bare = self.policy_settings.get("error_format") == ErrorFormat.BARE
         self.imported = run.is_imported
         self.by_step = getattr(sub_agents, "by_step", None) or {}
+        self.sub_steps = getattr(sub_agents, "steps", None) or {}
         self.run_url = _run_url(get_script_prefix())
         # the run's findings that cite each step (reads.findings.findings_by_step): marked on the step
-        self.findings = context.get("findings_by_step") or {}
+        self.findings = findings or {}
         self.model_name, self.day = run.model_name, run.started_at or run.created_at
+        self.prefix = prefix
 
     @classmethod
     def of(cls, context: template.Context) -> StepPage:
         page = context.render_context.get(cls)
         if page is None:
-            page = context.render_context[cls] = cls(context)
+            page = context.render_context[cls] = cls(
+                context["run"], sub_agents=context.get("sub_agents"), findings=context.get("findings_by_step")
+            )
+        return page
+
+    def nested(self, child: Run) -> StepPage:
+        """The page a sub-agent's nested steps are written with: its own policy, model and imports,
+        its parent's sub-agent steps (where grandchildren's would be), ids of its own."""
+        page = StepPage(child, prefix=f"sub-agent-{int(child.pk)}-")
+        page.sub_steps = self.sub_steps
         return page
 
 
@@ -121,8 +134,8 @@ def _folded_repeats(repeats: list, page: StepPage, *, tool: str) -> str:
     count, first, last = len(repeats), int(repeats[0].index), int(repeats[-1].index)
     steps = f"step {first}" if count == 1 else f"steps {first}–{last}"
     return (
-        f'<li class="folded-repeats" id="repeats-{first}"><details><summary>{count} more identical failing '
-        f'call{_plural(count)} to <code>{e(tool)}</code>… <span class="muted">{steps}</span></summary>'
+        f'<li class="folded-repeats" id="{page.prefix}repeats-{first}"><details><summary>{count} more identical '
+        f'failing call{_plural(count)} to <code>{e(tool)}</code>… <span class="muted">{steps}</span></summary>'
         f'<ol class="timeline">{"".join(step_item(step, page) for step in repeats)}</ol></details></li>'
     )
 
@@ -193,12 +206,12 @@ def step_item(step: Any, page: StepPage) -> str:
         body.append(f'<blockquote class="answer">{linebreaksbr(step.text, autoescape=True)}</blockquote>')
     children = page.by_step.get(index)
     if children:
-        body.append(sub_agents_of_step(index, children, run_url=page.run_url))
+        body.append(sub_agents_of_step(index, children, page))
     error = " is-error" if step.is_error else ""
     if index in page.findings:
         error += " has-finding"
     return (  # every value from the step above is escaped, an int or a formatted number
-        f'<li class="step {e(kind)}{error}" id="step-{index}">\n<div class="step-head">\n'
+        f'<li class="step {e(kind)}{error}" id="{page.prefix}step-{index}">\n<div class="step-head">\n'
         + "\n".join(head)
         + "\n</div>\n"
         + "\n".join(b for b in body if b)
@@ -307,27 +320,100 @@ def _greater(a: Any, b: Any) -> bool:
         return False
 
 
-def sub_agents_of_step(index: int, children: list[Run], *, run_url: str) -> str:
-    """The sub-agents (child runs) step ``index`` started, nested under it with their counts and tokens."""
+def sub_agents_of_step(index: int, children: list[Run], page: StepPage) -> str:
+    """The sub-agents (child runs) step ``index`` started, nested under it, each folded."""
     count = len(children)
-    rows = []
-    for child in children:
-        pk = int(child.pk)
-        stop = child.stop_reason
-        stop = f'<span class="stop {e(stop)}">{e(STOP_LABELS.get(stop, stop))}</span>' if stop else ""
-        took = f" · {e(duration_text(child.measured_ms))}"
-        steps, retries = int(child.step_count), int(child.retry_count)
-        failures = failures_words(int(child.error_count), int(child.failed_attempt_count))
-        rows.append(
-            f'<li class="sub-agent">\n<a href="{e(run_url.format(pk))}">#{pk} {e(child.label or "sub-agent")}</a>\n'
-            f"{backend_badge(child)}\n"
-            f'<span class="status {e(child.status)}">{e(child.status)}</span>\n{stop}\n'
-            f'<span class="meta">{steps} step{_plural(steps)} · {failures} · '
-            f"{retries} retr{_plural(retries, 'y,ies')} · tokens {int(child.input_tokens)} in · "
-            f"{int(child.output_tokens)} out{took}</span>\n</li>"
-        )
     return (
-        f'<div class="sub-agents" id="sub-agents-{int(index)}">\n<p class="sub-agents-head"><span class="badge">'
-        f"sub-agent{_plural(count)}</span> this call ran {count} sub-agent{_plural(count)}:</p>\n"
-        "<ol>\n" + "\n".join(rows) + "\n</ol>\n</div>"
+        f'<div class="sub-agents" id="{page.prefix}sub-agents-{int(index)}">\n<p class="sub-agents-head">'
+        f'<span class="badge">sub-agent{_plural(count)}</span> this call ran {count} sub-agent{_plural(count)}:</p>\n'
+        f"{sub_agent_list(children, page)}\n</div>"
     )
+
+
+def sub_agent_list(children: list[Run], page: StepPage) -> str:
+    """``children`` as a list of folds (``sub_agent_fold``)."""
+    return '<ol class="sub-agent-list">\n' + "\n".join(sub_agent_fold(c, page) for c in children) + "\n</ol>"
+
+
+def sub_agent_fold(child: Run, page: StepPage) -> str:
+    """One sub-agent, folded: its summary (a link to its page, backend, policy, status, stop reason,
+    verdict, steps, failures, retries, tokens, duration) opens on its steps, nested as the timeline
+    writes a run's; at most ``SUB_STEPS`` of them, the rest a link away on its own page. Its id is the
+    same under its step and, while its step has not come, in the live poller, so a fold a person opened
+    stays open when the step arrives (app.js reopens ``details[id]``)."""
+    pk = int(child.pk)
+    url = e(page.run_url.format(pk))
+    stop = child.stop_reason
+    stop = f'<span class="stop {e(stop)}">{e(STOP_LABELS.get(stop, stop))}</span>' if stop else ""
+    if child.verdict:
+        verdict = f'<span class="verdict {e(child.verdict)}">{e(child.verdict)}</span>'
+    elif child.is_active:
+        verdict = ""
+    else:
+        verdict = '<span class="unjudged" title="no verdict: neither pass nor fail">unjudged</span>'
+    count, retries = int(child.step_count), int(child.retry_count)
+    failures = failures_words(int(child.error_count), int(child.failed_attempt_count))
+    so_far = " so far" if child.is_active else ""
+    steps = page.sub_steps.get(pk)
+    if steps is None:  # past the page's budget of nested steps: read when the fold is opened
+        load = e(_steps_url(get_script_prefix()).format(pk))
+        body = (
+            f'<div class="nested-load" id="sub-agent-steps-{pk}" hx-get="{load}"'
+            ' hx-trigger="toggle once from:closest details" hx-swap="outerHTML">'
+            f'<p class="muted">Its steps load when it opens; they are on <a href="{url}">its page</a> too.</p></div>'
+        )
+    else:
+        body = sub_agent_steps_body(child, steps, page)
+    return (
+        f'<li class="sub-agent">\n<details class="sub-agent-fold" id="sub-agent-{pk}">\n<summary>'
+        f'<a href="{url}">#{pk} {e(child.label or "sub-agent")}</a>\n{backend_badge(child)}\n'
+        f'<span class="badge policy">{e(child.policy_name or "unknown policy")}</span>\n'
+        f'<span class="status {e(child.status)}">{e(child.status)}</span>\n{stop}\n{verdict}\n'
+        f'<span class="meta">{count} step{_plural(count)}{so_far} · {failures} · '
+        f"{retries} retr{_plural(retries, 'y,ies')} · tokens {int(child.input_tokens)} in · "
+        f"{int(child.output_tokens)} out · {e(duration_text(child.measured_ms))}</span>\n</summary>\n"
+        f"{body}\n</details>\n</li>"
+    )
+
+
+def sub_agent_steps_body(child: Run, steps: list, page: StepPage) -> str:
+    """What a sub-agent's fold opens on: its ``steps``, nested as the timeline writes a run's, saying
+    how many more are on its own page."""
+    pk, count = int(child.pk), int(child.step_count)
+    url = e(page.run_url.format(pk))
+    if not steps:
+        return f'<p class="muted">{"No steps yet." if child.is_active else "No steps recorded."}</p>'
+    inner = page.nested(child)
+    body = f'<ol class="timeline nested-steps">{"".join(step_item(step, inner) for step in steps)}</ol>'
+    before, after = int(steps[0].index) - 1, count - int(steps[-1].index)
+    if before > 0:
+        body = f'<p class="muted">{before} earlier step{_plural(before)} on <a href="{url}">its page</a>.</p>' + body
+    if after > 0 and not child.is_active:
+        body += (
+            f'<p class="muted sub-agent-more">{after} more step{_plural(after)} (of {count}) on '
+            f'<a href="{url}">its page</a>; a fold here shows its first {SUB_STEPS}.</p>'
+        )
+    return body
+
+
+@register.simple_tag
+def sub_agent_steps(child: Run, steps: Any) -> SafeString:
+    """A fold's steps read when it was opened (``run_steps`` asked for ``sub-agent-steps-<id>``)."""
+    body = sub_agent_steps_body(child, list(steps or ()), StepPage(child))
+    return mark_safe(f'<div id="sub-agent-steps-{int(child.pk)}">{body}</div>')  # escaped by step_item
+
+
+@cache
+def _steps_url(prefix: str) -> str:
+    """A run's live step fragment's URL with ``{}`` for the id (one ``reverse`` per script prefix)."""
+    return reverse("tracer:run-steps", args=[4242424242]).replace("4242424242", "{}")
+
+
+@register.simple_tag(takes_context=True)
+def sub_agent_folds(context: template.Context, children: Any) -> SafeString:
+    """Sub-agents not under a step of the timeline (those whose step has not come yet, or that never
+    kept one), folded as those under a step are."""
+    children = list(children or ())
+    if not children:
+        return mark_safe("")
+    return mark_safe(sub_agent_list(children, StepPage.of(context)))  # escaped by sub_agent_fold
