@@ -10,8 +10,8 @@ all its steps, asked as the pages ask (the runs list's query filtered to finishe
 counts, and the step rows the run pages read), polled every 20 ms: a request answered before its
 runs are written (tracer/intake/otlp/views.py, ANSWER_FIRST_SPANS) is counted until they are. It prints
 too the CPU seconds gunicorn's processes spent meanwhile, the server's own work, less at the mercy
-of the machine's load than the time, and their peak resident memory together (sampled every 50 ms). gunicorn runs one process (``WEB_CONCURRENCY=1`` unless set),
-as ``./rlt up`` serves.
+of the machine's load than the time, and their peak resident memory together (sampled every 50 ms).
+gunicorn runs one process (``WEB_CONCURRENCY=1`` unless set), as ``./rlt up`` serves.
 
 Two baselines from the same run:
 
