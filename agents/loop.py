@@ -39,18 +39,26 @@ SWALLOWED: list[Any] = []  # what a harness that swallows failures sends: "no re
 
 
 class VirtualClock:
-    """Time that passes only when the harness waits: offline runs never sleep."""
+    """Time that passes only when the harness waits: offline runs never sleep. Its ``now`` is real
+    time plus the waits it skipped, so a tool call that waited on it (one that ran a sub-agent, whose
+    retries waited) measures those waits as its own time, as it would have under a real clock."""
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.skipped_s = 0.0
 
     def sleep(self, seconds: float) -> None:
-        self.now += seconds
+        self.skipped_s += seconds
+
+    def now(self) -> float:
+        return time.perf_counter() + self.skipped_s
 
 
 class RealClock:
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.perf_counter()
 
 
 @dataclass
@@ -393,9 +401,10 @@ class _Run:
             step.input = raw_input
         backoff = 0.0
         while True:
-            began = time.perf_counter()
+            # on the run's clock: a sub-agent the call runs waits on it, and those waits are the call's time
+            began = self.session.clock.now()
             outcome = self.spec.toolbox.call(name, raw_input)
-            latency_ms = (time.perf_counter() - began) * 1000
+            latency_ms = (self.session.clock.now() - began) * 1000
             number = len(step.attempts) + 1
             removed: list[str] = []
             result, is_error = format_result(policy, outcome, attempts=number, tool=name, final=False, removed=removed)

@@ -1,4 +1,4 @@
-"""The picture of a run (issue 12): a compact waterfall of its steps, laid out for an inline SVG.
+"""The picture of a run: a compact waterfall of its steps, laid out for an inline SVG.
 
 Each step is a row on one time axis: its model call (each attempt, with the wait before a retry), then
 its tool attempts, each after the backoff the harness waited before it. Time is what the run measured
@@ -565,9 +565,9 @@ def waterfall_build(
     layout = _Layout(sub_agents or {})
     clock = layout.lay(steps, clock=0.0)
     rows = layout.rows
-    # a sub-agent's steps lie inside the call that ran it; one measured longer still stays in the frame
-    extent = max([clock, *(s.start_s + s.duration_s for row in rows if row.agent for s in row.segments)])
-    scale = PLOT_W / extent if extent > 0 else 0.0
+    # the axis is the run's measured time: a sub-agent's rows lie inside the call that ran it, which
+    # measured the sub-agent's time (its waits too) as its own
+    scale = PLOT_W / clock if clock > 0 else 0.0
     for i, row in enumerate(rows):
         row.y = TOP + ROW_H * i
         for segment in row.segments:

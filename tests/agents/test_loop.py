@@ -92,6 +92,19 @@ def test_structured_backoff_grows_with_jitter_on_a_virtual_clock(monkeypatch):
     assert [a.backoff_s for a in again.steps[0].attempts] == waits
 
 
+def test_a_call_that_ran_a_sub_agent_measures_the_waits_the_sub_agent_passed_on_the_virtual_clock(monkeypatch):
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    result = run_scenario("coordinator-partial", "structured")
+    assert slept == []
+    (slow,) = [c for c in result.children if "1050" in c.label]
+    waited = sum(a.backoff_s for s in slow.steps for a in s.attempts)
+    assert waited > 0.1  # its retry's backoff
+    step = next(s for s in result.steps if s.tool_name == "run_subagent" and "1050" in s.input["task"])
+    (attempt,) = step.attempts
+    assert attempt.latency_ms >= waited * 1000 + sum(a.latency_ms for s in slow.steps for a in s.attempts)
+
+
 def test_a_custom_policy_without_retries_passes_the_first_503_to_the_model():
     policy = policy_from_dict({"base": "structured", "name": "no-retry", "retry_on": "none"})
     result = run_scenario("lookup-flaky", policy)

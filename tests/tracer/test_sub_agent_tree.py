@@ -13,7 +13,7 @@ from tracer.execution import run_execute
 from tracer.experiments import run_create
 from tracer.models import PolicyVariant, Run
 from tracer.reads import run_page
-from tracer.waterfall import duration_text
+from tracer.waterfall import duration_text, seconds_text, step_time_s
 
 from .test_views_queries import HTMX, queries
 
@@ -149,6 +149,83 @@ def test_the_picture_nests_each_sub_agents_rows_under_the_step_that_ran_it(admin
         admin_client.get(reverse("tracer:run", args=[run.pk]), headers={**HTMX, "HX-Target": "run-waterfall"})
     )
     assert len(fragment.one("svg.wide").select("g.row")) == len(rows)
+
+
+def test_the_call_that_ran_a_sub_agent_measured_at_least_the_sub_agents_time_its_waits_included():
+    run = coordinator()
+    by_step: dict[int, list[Run]] = {}
+    for child in run.children.order_by("id"):
+        by_step.setdefault(child.parent_step, []).append(child)
+    slow = next(c for c in run.children.all() if "1050" in c.label)
+    assert slow.waited_ms > 100  # the backoff before its retry: passed on the simulated clock, not slept
+    steps = list(run.steps.order_by("index"))
+    for step in steps:
+        children = by_step.get(step.index, [])
+        if not children:
+            continue
+        tool_ms = sum(a["latency_ms"] for a in step.attempts)
+        assert tool_ms >= sum(c.measured_ms for c in children), f"step {step.index} measured less than it ran"
+    times = [step_time_s(model_attempts=s.model_attempts, attempts=s.attempts)[0] for s in steps]
+    assert run.measured_ms == pytest.approx(sum(times) * 1000, abs=0.01)
+    assert run.measured_ms > slow.measured_ms
+
+
+def test_one_duration_on_a_coordinators_header_picture_list_and_sub_agent_lines(admin_client):
+    run = coordinator()
+    children = {c.pk: c for c in run.children.all()}
+    doc = page(admin_client.get(reverse("tracer:run", args=[run.pk])))
+    shown = duration_text(run.measured_ms)
+    assert doc.one("#run-duration").text.startswith(shown)
+    assert f"{run.step_count} steps in {shown}" in doc.one(".waterfall-legend").text
+    for child in children.values():
+        head = doc.one(f"details#sub-agent-{child.pk} summary .meta").text
+        assert head.endswith(duration_text(child.measured_ms))
+    # each sub-agent's bar lies inside the bar of the call that ran it, on the run's own axis
+    rows = doc.one("#run-waterfall svg.wide").select("g.row")
+    for i, row in enumerate(rows):
+        if "sub-agent" not in row.classes:
+            continue
+        child = children[int(row["data-run"])]
+        starter = next(
+            r for r in reversed(rows[:i]) if r.get("data-steps") == f"{child.parent_step}-{child.parent_step}"
+        )
+        call = [
+            (float(r["x"]), float(r["x"]) + float(r["width"])) for r in starter.select("rect.seg.ok, rect.seg.fail")
+        ]
+        (bar,) = row.select("rect.seg.agent")
+        start, end = float(bar["x"]), float(bar["x"]) + float(bar["width"])
+        assert call[0][0] <= start and end <= call[-1][1] + 0.2, f"sub-agent #{child.pk} outside its call"
+        assert f"{seconds_text(child.measured_ms / 1000)} in all" in row["aria-label"]
+    listed = page(admin_client.get(reverse("tracer:runs"))).one(f"#run-row-{run.pk}")
+    assert listed.select("td")[9].text == shown
+
+
+def test_runs_recorded_before_their_calls_measured_their_sub_agents_are_measured_again_by_the_migration():
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("tracer.migrations.0039_sub_agent_calls_measured")
+    run = coordinator("starter")  # its step 3 ran a sub-agent on each of its three attempts
+    step = run.steps.get(index=3)
+    children = list(run.children.filter(parent_step=3).order_by("id"))
+    assert len(children) == len(step.attempts) == 3
+    # as the recorder stored it when a call's time was its wall time alone: shorter than its sub-agent's
+    Run.objects.filter(pk=children[1].pk).update(measured_ms=5_000.0)
+    short = [{**a, "latency_ms": 1.0} for a in step.attempts]
+    type(step).objects.filter(pk=step.pk).update(attempts=short, latency_ms=3.0)
+    migration.measure_again(apps, None)
+    step.refresh_from_db()
+    assert [a["latency_ms"] for a in step.attempts] == [
+        max(1.0, round(children[0].measured_ms, 3)),
+        5_000.0,
+        max(1.0, round(children[2].measured_ms, 3)),
+    ]
+    assert step.latency_ms == pytest.approx(sum(a["latency_ms"] for a in step.attempts), abs=0.01)
+    run.refresh_from_db()
+    steps = run.steps.all()
+    times = [step_time_s(model_attempts=s.model_attempts, attempts=s.attempts)[0] for s in steps]
+    assert run.measured_ms == pytest.approx(sum(times) * 1000, abs=0.01) and run.measured_ms > 5_000
 
 
 def test_a_sub_agents_other_policies_are_the_matching_sub_agents_of_the_other_coordinators(admin_client):

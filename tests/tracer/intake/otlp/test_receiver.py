@@ -1481,8 +1481,11 @@ def test_a_coordinators_export_nests_its_sub_agents_under_the_calls_that_ran_the
     by_id = {s["spanId"]: s for s in spans}
     agents_below = [s for s in spans if s["name"].startswith("invoke_agent") and s["parentSpanId"]]
     assert len(agents_below) == len(children)
-    for agent in agents_below:  # each under the execute_tool span of the step that ran it
-        assert by_id[agent["parentSpanId"]]["name"].startswith("execute_tool")
+    for agent in agents_below:  # each under the execute_tool span of the step that ran it, and inside its time
+        call = by_id[agent["parentSpanId"]]
+        assert call["name"].startswith("execute_tool")
+        assert int(call["startTimeUnixNano"]) <= int(agent["startTimeUnixNano"])
+        assert int(agent["endTimeUnixNano"]) <= int(call["endTimeUnixNano"]), f"{agent['name']} outlasts its call"
 
     def below(span_id: str) -> list[dict]:
         kids = [s for s in spans if s["parentSpanId"] == span_id]
@@ -1504,3 +1507,4 @@ def test_a_coordinators_export_nests_its_sub_agents_under_the_calls_that_ran_the
     assert response.status_code == 200 and json.loads(response.content) == {}
     back = Run.objects.get(source=Run.Source.OTLP, owner=user)
     assert steps_of(back) == steps_of(coordinator)  # the sub-agents' calls are not the coordinator's steps
+    assert back.measured_ms == pytest.approx(coordinator.measured_ms, abs=0.01)  # the calls' spans hold them
