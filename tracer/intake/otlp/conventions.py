@@ -132,6 +132,8 @@ def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False)
         elif kind == TOOL:
             tools.append(tool_call(span, labels))
     complete = root is not None
+    # what spans said that was not kept (spans.too_long), each said once
+    refused = list(dict.fromkeys(w for part in (*llm_calls, *tools) for w in part.refused))
     service = text_of(labels.resource.get("service.name"))
     # the model its calls name, else the one the root names (a run that made no call)
     model = next((c.model for c in reversed(llm_calls) if c.model), "") or text_of(
@@ -181,7 +183,7 @@ def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False)
         if span_kind(root) == AGENT and answer not in (None, "") and stop in ("", StopReason.FINAL_ANSWER):
             final = text_of(answer)
             steps.append(StepEvent(index=len(steps) + 1, kind=StepKind.FINAL_ANSWER, text=final))
-    warnings: list[str] = []
+    warnings: list[str] = refused
     scenario = _name_taken(labels.run_label("rlt.scenario", "scenario"), "rlt.scenario", "scenario key", warnings)
     policy = labels.run_label("rlt.policy", "policy")
     if policy:
@@ -192,7 +194,7 @@ def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False)
         source=Run.Source.OTLP,
         external_id=trace_id,
         source_detail=_text_taken(service, "service.name", SOURCE_DETAIL_MAX, warnings),
-        labels=_labels(labels),
+        labels=_labels(labels, warnings),
         started_at=_when(started) if started else None,
         start=run_start_of(
             scenario=scenario,
@@ -204,7 +206,7 @@ def trace_read(trace_id: str, spans: list[Span], *, unreadable_ok: bool = False)
         is_error_carried=carried,
     )
     if complete:
-        arrival.end, arrival.finished_at = _end(root, labels, final, steps)
+        arrival.end, arrival.finished_at = _end(root, labels, final, steps, warnings)
         failed_call, arrival.model_retry_count = _model_calls_end(llm_calls, labels)
         arrival.end.model_attempts = failed_call
         if transcript is not None and conversation_read:
@@ -269,22 +271,37 @@ def _when(ns: int) -> datetime:
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _labels(labels: Labels) -> dict[str, Any]:
+LABEL_NAME_MAX = 100
+LABEL_VALUE_MAX = 1000
+GUARD_MAX = Run._meta.get_field("guard").max_length
+
+
+def _labels(labels: Labels, warnings: list[str]) -> dict[str, Any]:
     """The run's labels: the root's ``rlt.labels`` (a JSON object of names and plain values, as this
     tracer's export writes a run's own labels) when it has one, else the sender's ``rlt.*``
-    attributes (root span, then resource) and its service."""
+    attributes (root span, then resource) and its service. A label whose name is over
+    ``LABEL_NAME_MAX`` characters or whose text is over ``LABEL_VALUE_MAX`` is left out with a warning."""
     given = json_value(labels.root.attributes.get("rlt.labels")) if labels.root else None
     if isinstance(given, dict):
-        return {
-            str(key)[:100]: value[:1000] if isinstance(value, str) else value
+        found = [
+            (str(key), value)
             for key, value in given.items()
             if value is None or isinstance(value, (str, int, float, bool))
-        }
+        ]
+    else:
+        found = []
+        for source in (labels.resource, labels.root.attributes if labels.root else {}):
+            for key, value in source.items():
+                if (key.startswith("rlt.") or key == "service.name") and isinstance(value, (str, int, float, bool)):
+                    found.append((key, value))
     out: dict[str, Any] = {}
-    for source in (labels.resource, labels.root.attributes if labels.root else {}):
-        for key, value in source.items():
-            if (key.startswith("rlt.") or key == "service.name") and isinstance(value, (str, int, float, bool)):
-                out[key[:100]] = value if not isinstance(value, str) else value[:1000]
+    for key, value in found:
+        if len(key) > LABEL_NAME_MAX:
+            warnings.append(f"a label's name: not kept, at most {LABEL_NAME_MAX} characters; got {len(key)}")
+        elif isinstance(value, str) and len(value) > LABEL_VALUE_MAX:
+            warnings.append(f"label {key}: not kept, at most {LABEL_VALUE_MAX} characters; got {len(value)}")
+        else:
+            out[key] = value
     return out
 
 
@@ -470,11 +487,17 @@ def _task(root: Span | None, llm_calls: list[LlmCall]) -> str:
     return ""
 
 
-def _end(root: Span, labels: Labels, final: str | None, steps: list[StepEvent]) -> tuple[RunEnd, datetime]:
+def _end(
+    root: Span, labels: Labels, final: str | None, steps: list[StepEvent], warnings: list[str]
+) -> tuple[RunEnd, datetime]:
     """How the run ended, and when: ``rlt.stop_reason`` (or the root's ``metadata.stop_reason``), a
     stop reason as the root's ERROR status, ``final_answer`` when there is one, else ``crashed``;
     the verdict ``rlt.verdict`` (``pass`` or ``fail``; else unknown) with ``rlt.verdict.reason``."""
-    end = RunEnd(stop_reason="", error="", guard=text_of(labels.first(None, "rlt.guard"))[:200])
+    end = RunEnd(
+        stop_reason="",
+        error="",
+        guard=_text_taken(text_of(labels.first(None, "rlt.guard")), "rlt.guard", GUARD_MAX, warnings),
+    )
     named = labels.run_label("rlt.stop_reason", "stop_reason")
     if named in STOP_REASONS:
         end.stop_reason = named

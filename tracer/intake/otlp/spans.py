@@ -27,6 +27,7 @@ from agents.events import ModelAttempt
 from agents.vocabulary import ErrorCategory, StopReason
 
 from ...json_input import json_parse
+from ...models import Step
 from ..schema import ModelAttemptIn
 from .wire import STATUS_ERROR, Span, clean
 
@@ -165,6 +166,7 @@ class LlmCall:
     finish_reason: str = ""  # why the model stopped, in the Messages API's spelling, when the span says
     finish_exact: bool = False  # the span said it in the API's own spelling (not translated from GenAI's)
     model_attempts: list[ModelAttempt] = field(default_factory=list)  # rlt.model_attempts, given to one step
+    refused: list[str] = field(default_factory=list)  # what the span said that was not kept, and why
 
     @cached_property
     def request(self) -> dict[str, Any] | None:
@@ -214,6 +216,7 @@ class ToolCall:
     empty: bool = False  # ok, but nothing found (rlt.attempt.empty)
     content_given: bool = False  # the sender said what the tool produced (rlt.attempt.content)
     extra: dict[str, Any] = field(default_factory=dict)  # other Attempt fields, from rlt.attempt.<name>
+    refused: list[str] = field(default_factory=list)  # what the span said that was not kept, and why
 
 
 OUT = SpanAttributes.LLM_OUTPUT_MESSAGES + ".0."  # OpenInference's first output message
@@ -298,6 +301,9 @@ def llm_call(span: Span) -> LlmCall:
                 )
     call.text = "\n".join(t for t in texts if t)
     call.finish_reason, call.finish_exact = finish_reason_of(a, messages, call)
+    if len(call.finish_reason) > FINISH_REASON_MAX:
+        call.refused.append(too_long("the model span's finish reason", FINISH_REASON_MAX, call.finish_reason))
+        call.finish_reason, call.finish_exact = "", False
     if MODEL_ATTEMPTS in a:
         call.model_attempts = model_attempts_of(a[MODEL_ATTEMPTS])
     return call
@@ -349,6 +355,18 @@ def model_attempts_of(value: Any) -> list[ModelAttempt]:
     return attempts
 
 
+# The columns a span's tool name, call id and finish reason are kept in (Step's): a longer one is left
+# out, with a warning in the response's partial_success, never cut.
+TOOL_NAME_MAX = Step._meta.get_field("tool_name").max_length
+CALL_ID_MAX = Step._meta.get_field("tool_use_id").max_length
+FINISH_REASON_MAX = Step._meta.get_field("api_stop_reason").max_length
+
+
+def too_long(what: str, limit: int, value: str) -> str:
+    """The warning for a value left out because it is longer than its column."""
+    return f"{what}: not kept, at most {limit} characters; got {len(value)}"
+
+
 def finish_reason_of(a: dict[str, Any], messages: Any, call: LlmCall) -> tuple[str, bool]:
     """Why the model stopped, in the Messages API's spelling, and whether the span said it so: the SDK's
     ``anthropic.message.stop_reason`` or OpenInference's ``llm.finish_reason`` as they are; else
@@ -359,7 +377,7 @@ def finish_reason_of(a: dict[str, Any], messages: Any, call: LlmCall) -> tuple[s
     for key in API_FINISH_KEYS:
         reason = a.get(key)
         if isinstance(reason, str) and reason:
-            return reason[:40], True
+            return reason, True
     said = None
     reasons = a.get(genai.GEN_AI_RESPONSE_FINISH_REASONS)
     if isinstance(reasons, (list, tuple)) and reasons and isinstance(reasons[0], str):
@@ -369,13 +387,13 @@ def finish_reason_of(a: dict[str, Any], messages: Any, call: LlmCall) -> tuple[s
     if not (isinstance(said, str) and said):
         said = a.get(COMPLETION + "finish_reason")
     if isinstance(said, str) and said:
-        return FINISH_REASONS.get(said, said)[:40], said not in FINISH_REASONS
+        return FINISH_REASONS.get(said, said), said not in FINISH_REASONS
     raw = call.raw_response
     if isinstance(raw, str) and "stop_reason" not in raw and "\\u" not in raw:
         return "", False  # no stop_reason key in its JSON (not even spelled with escapes): not read for nothing
     response = call.response
     reason = response.get("stop_reason") if response is not None else None
-    return (reason[:40], True) if isinstance(reason, str) else ("", False)
+    return (reason, True) if isinstance(reason, str) else ("", False)
 
 
 def error_message(span: Span) -> str:
@@ -460,11 +478,21 @@ def tool_call(span: Span, labels: Labels) -> ToolCall:
         message = structured["message"]  # a structured error the tool answered with, the span not marked failed
     if failed and result is None:
         result = message or "Error"
+    refused: list[str] = []
+    name = text_of(name)
+    if len(name) > TOOL_NAME_MAX:
+        refused.append(too_long("a tool span's name", TOOL_NAME_MAX, name))
+        name = ""
+    call_id = text_of(a.get(genai.GEN_AI_TOOL_CALL_ID) or a.get(ToolCallAttributes.TOOL_CALL_ID))
+    if len(call_id) > CALL_ID_MAX:
+        refused.append(too_long("a tool span's call id", CALL_ID_MAX, call_id))
+        call_id = ""
     return ToolCall(
+        refused=refused,
         start_ns=span.start_ns,
         end_ns=span.end_ns,
-        name=text_of(name)[:100],
-        call_id=text_of(a.get(genai.GEN_AI_TOOL_CALL_ID) or a.get(ToolCallAttributes.TOOL_CALL_ID))[:100],
+        name=name,
+        call_id=call_id,
         input=args,
         result=result,
         is_error=failed,
