@@ -19,11 +19,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
-from . import access, reviews, tokens
+from . import access, previews, reviews, tokens
 from .experiments import EXPERIMENT_BACKENDS, experiment_launch, policy_variant_archive, policy_variant_create
 from .forms import (
     ID_MAX,
@@ -53,6 +54,7 @@ from .reads import (
     tools_page,
 )
 from .reads import findings as findings_reads
+from .templatetags.timeline_tags import attempt_value_text, step_value_text
 
 RUNS_PER_PAGE = 50
 
@@ -163,7 +165,7 @@ def run_rows_live(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's page; its ``run-waterfall`` fragment redraws the picture of the run while it runs, asked
     for when the live step fragment says new steps arrived (``runStepsArrived``)."""
-    run = run_page.run_get(pk=pk)
+    run = run_page.run_shown(pk=pk)
     if request.htmx.target == "run-waterfall":
         context = {"run": run, "waterfall": run_page.run_waterfall(run=run)}
         return render(request, "tracer/run_detail.html#run-waterfall", context)
@@ -189,6 +191,50 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "tracer/run_detail.html", context)
 
 
+@login_required
+@require_GET
+@fragments
+def step_value(request: HttpRequest, pk: int, index: int, field: str) -> HttpResponse:
+    """The whole of one value a page shows the start of (``previews.preview``): step ``index``'s ``field``
+    (``timeline_tags.step_value_text``), escaped; to htmx the element that takes the preview's place, to a
+    plain link a page of its own. 404 for a run, step or field there is none of."""
+    if pk > ID_MAX or index > ID_MAX:
+        raise Http404("no such step")
+    found = step_value_text(run_page.step_get(run_id=pk, index=index), field)
+    if found is None:
+        raise Http404(f"step {index} of run {pk} shows no {field!r}")
+    return _value_response(
+        request, pk=pk, what=f"step {index}'s {field.replace('-', ' ')}", text=found[0], lines=found[1]
+    )
+
+
+@login_required
+@require_GET
+@fragments
+def run_value(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """The whole of one of a run's long texts (``previews.RUN_TEXTS``) or of an error of the model call that
+    ended it (``model-attempt-N-error``), as ``step_value`` answers."""
+    if pk > ID_MAX:
+        raise Http404("no such run")
+    what = name.replace("_", " ").replace("-", " ")
+    if name in previews.RUN_TEXTS:
+        text = run_page.run_text(pk=pk, name=name)
+        return _value_response(request, pk=pk, what=what, text=text, lines=previews.RUN_TEXTS[name])
+    failed = run_page.run_text(pk=pk, name="failed_model_call")
+    text = attempt_value_text(name, attempts=[], model_attempts=failed)
+    if text is None:
+        raise Http404(f"run {pk} shows no {name!r}")
+    return _value_response(request, pk=pk, what=what, text=text, lines=False)
+
+
+def _value_response(request: HttpRequest, *, pk: int, what: str, text: str, lines: bool) -> HttpResponse:
+    if request.htmx:
+        return HttpResponse(previews.whole(text, lines=lines))
+    # a <pre> keeps the newlines itself
+    context = {"pk": pk, "what": what, "value": mark_safe(previews.whole(text))}  # escaped by whole
+    return render(request, "tracer/value.html", context)
+
+
 def _wasted(run, waterfall) -> dict | None:
     """The repeated failing calls the picture folds (the model calling again what had just failed the
     same way): how many and what their tokens cost (None: no price)."""
@@ -209,7 +255,7 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
     Asked by a gap in the timeline (``step-gap-N``), the next window of steps after ``?after=`` and
     before ``?before=`` (from the one holding ``?at=``), and gaps for the rest. Asked by a sub-agent's
     fold on its parent's page (``sub-agent-steps-<id>``, this run's id), its first steps."""
-    run = run_page.run_get(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
+    run = run_page.run_shown(pk=pk)  # status first: a run finishing meanwhile still sends its last steps
     if request.htmx.target == f"sub-agent-steps-{run.pk}":  # a sub-agent's fold, opened on its parent's page
         context = {"run": run, "child": run, "steps": run_page.sub_agent_steps_first(run=run)}
         return render(request, "tracer/run_detail.html#sub-agent-steps", context)

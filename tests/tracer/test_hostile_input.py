@@ -53,6 +53,8 @@ SURFACE: dict[str, tuple[list[str], list[str] | None, list[str]]] = {
     "tracer:run-rows-live": (["v", "after", *RunFilterForm.base_fields], None, []),
     "tracer:run": (["at"], None, []),
     "tracer:run-steps": (["after", "before", "at"], None, ["step-poll", "step-gap-51"]),
+    "tracer:step-value": ([], None, []),
+    "tracer:run-value": ([], None, []),
     "tracer:compare": ([*CompareForm.base_fields, "run"], None, []),
     "tracer:compare-suggest": (["side", "a", "b"], None, []),
     "tracer:policies": (
@@ -165,6 +167,8 @@ def recorded(admin_client, admin_user):
         "tracer:token-revoke": [token_create(user=admin_user, name="probe")[0].pk],
         "tracer:run": runs,
         "tracer:run-steps": runs,
+        "tracer:step-value": runs,
+        "tracer:run-value": runs,
         "tracer:run-review": runs,
         "tracer:bulk-review-undo": [bulk.pk],
         "tracer:experiment": [experiment.pk],
@@ -179,6 +183,18 @@ def _url(name: str, data, existing: list[int]) -> str:
     if name == "tracer:policy-archive":  # a variant by name: one that exists, else any text a path holds
         names = st.one_of(st.sampled_from(["starter", "structured"]), st.text(min_size=1, max_size=60))
         return reverse(name, kwargs={"name": data.draw(names.filter(lambda t: "/" not in t), label="name")})
+    slugs = st.from_regex(r"[-a-zA-Z0-9_]{1,40}", fullmatch=True)
+    if name == "tracer:step-value":  # a step's value: fields the run page names, else any slug
+        fields = st.one_of(
+            st.sampled_from(["input", "text", "result", "attempt-1-message", "model-attempt-1-error"]), slugs
+        )
+        pk = data.draw(st.one_of(st.sampled_from(existing), path_ids), label="pk")
+        index = data.draw(st.one_of(st.integers(1, 4), path_ids), label="index")
+        return reverse(name, kwargs={"pk": pk, "index": index, "field": data.draw(fields, label="field")})
+    if name == "tracer:run-value":
+        names = st.one_of(st.sampled_from(["final_answer", "error", "task", "model-attempt-1-error"]), slugs)
+        pk = data.draw(st.one_of(st.sampled_from(existing), path_ids), label="pk")
+        return reverse(name, kwargs={"pk": pk, "name": data.draw(names, label="name")})
     try:
         return reverse(name)
     except NoReverseMatch:  # a page of one row: mostly rows that exist, else any id, huge ones included

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from django.db.models import Q, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from .. import waterfall
 from ..models import Run, Step
+from ..previews import RUN_TEXTS, shown_annotations
 from ..waterfall import Waterfall
 from .common import HEAVY_FIELDS, index_or_zero
 from .peers import run_policy_peers, sub_agent_policy_peers
@@ -27,10 +29,33 @@ WATERFALL_FIELDS = (
 
 
 def run_get(*, pk: int) -> Run:
-    """A run as its page shows it: with its experiment and its review's reviewer; not its search text,
-    which no page shows (its parent is a link by ``parent_id``)."""
+    """A run whole, with its experiment and its review's reviewer; not its search text, which no page
+    shows (its parent is a link by ``parent_id``)."""
     runs = Run.objects.select_related("experiment", "review__reviewer").defer("search_text")
     return get_object_or_404(runs, pk=pk)
+
+
+def run_shown(*, pk: int) -> Run:
+    """A run as its page shows it: ``run_get``'s, its long texts (``previews.RUN_TEXTS``) read only as
+    their first characters and their sizes (``<name>_shown``, ``<name>_bytes``), never whole."""
+    runs = Run.objects.select_related("experiment", "review__reviewer").defer("search_text", *RUN_TEXTS)
+    return get_object_or_404(runs.annotate(**shown_annotations(*RUN_TEXTS)), pk=pk)
+
+
+def run_text(*, pk: int, name: str) -> Any:
+    """One of a run's long texts (``previews.RUN_TEXTS``) whole, or the attempts of the model call that
+    ended it (``failed_model_call``), for a show-all control; 404 for a run that does not exist."""
+    if name not in RUN_TEXTS and name != "failed_model_call":
+        raise Http404(f"a run has no text {name!r}")
+    found = Run.objects.filter(pk=pk).values_list("pk", name).first()
+    if found is None:
+        raise Http404(f"no run {pk}")
+    return found[1] if found[1] is not None else ""
+
+
+def step_get(*, run_id: int, index: int) -> Step:
+    """Step ``index`` of run ``run_id`` whole, for a show-all control; 404 when there is none."""
+    return get_object_or_404(Step.objects.only(*STEP_ROW_FIELDS), run_id=run_id, index=index)
 
 
 def run_reviewed(*, pk: int) -> Run:
@@ -63,16 +88,19 @@ class StepRow(NamedTuple):
     latency_ms: float
     input_tokens: int
     output_tokens: int
-    text: str
+    text: str  # its first ``previews.PREVIEW_CHARS`` characters
     api_stop_reason: str
     model_attempts: list
+    text_bytes: int  # the size of the whole text
 
 
-STEP_ROW_FIELDS = StepRow._fields
+STEP_ROW_FIELDS = StepRow._fields[:-1]
+_STEP_ROW_COLUMNS = tuple("text_shown" if name == "text" else name for name in StepRow._fields)
 
 
 def _step_rows(steps: QuerySet[Step]) -> list[StepRow]:
-    return [StepRow._make(values) for values in steps.values_list(*STEP_ROW_FIELDS)]
+    rows = steps.annotate(**shown_annotations("text")).values_list(*_STEP_ROW_COLUMNS)
+    return [StepRow._make(values) for values in rows]
 
 
 @dataclass
@@ -260,7 +288,8 @@ def sub_agent_steps(*, children: list[Run]) -> dict[int, list[StepRow]]:
     for child in children:
         if child.is_active:
             which |= Q(run_id=child.pk, index__gt=child.step_count - SUB_STEPS)
-    rows = Step.objects.filter(which).order_by("run_id", "index").values_list("run_id", *STEP_ROW_FIELDS)
+    rows = Step.objects.filter(which).order_by("run_id", "index").annotate(**shown_annotations("text"))
+    rows = rows.values_list("run_id", *_STEP_ROW_COLUMNS)
     steps: dict[int, list[StepRow]] = {c.pk: [] for c in children}
     for run_id, *values in rows:
         steps[run_id].append(StepRow._make(values))
@@ -346,5 +375,5 @@ def run_guard_errors(*, run: Run) -> list[Step]:
     """For a guard stop, the errors in a row that tripped it (from the run's last steps)."""
     if run.stop_reason not in GUARD_STOPS:
         return []
-    last = list(run.steps.order_by("-index")[:TRAILING_STEPS])
+    last = list(run.steps.defer("text").order_by("-index")[:TRAILING_STEPS])
     return tripping_errors(last[::-1])

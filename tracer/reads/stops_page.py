@@ -52,8 +52,10 @@ class FailingCall:
     tool_name: str
     input: Any
     times: int
-    errors: list[tuple[str, str, int]]  # (outcome label, message, how many attempts said it)
+    # (outcome label, message, how many attempts said it, the first one's step index and its attempt's place)
+    errors: list[tuple[str, str, int, int, int]]
     model_saw: Any  # the tool_result content of the last of these calls
+    index: int  # the first of these calls' step index
 
 
 @dataclass
@@ -74,18 +76,19 @@ def failing_calls(steps: list[Step]) -> list[FailingCall]:
     calls: dict[str, FailingCall] = {}
     for step in steps:
         key = step.tool_name + canonical(step.input)
-        call = calls.setdefault(key, FailingCall(step.tool_name, step.input, 0, [], None))
+        call = calls.setdefault(key, FailingCall(step.tool_name, step.input, 0, [], None, step.index))
         call.times += 1
         call.model_saw = step.result_content
-        for attempt in step.attempts or []:
+        for position, attempt in enumerate(step.attempts or [], 1):
             if attempt.get("ok"):
                 continue
             text = (attempt_outcome(attempt).label, attempt.get("message") or "")
             found = next((i for i, e in enumerate(call.errors) if e[:2] == text), None)
             if found is None:
-                call.errors.append((*text, 1))
+                call.errors.append((*text, 1, step.index, position))
             else:
-                call.errors[found] = (*text, call.errors[found][2] + 1)
+                label, message, count, index, first = call.errors[found]
+                call.errors[found] = (label, message, count + 1, index, first)
     return list(calls.values())
 
 
@@ -229,6 +232,7 @@ def stop_cases(*, runs: list[Run]) -> list[StopCase]:
         .annotate(from_end=Window(RowNumber(), partition_by=F("run_id"), order_by=F("index").desc()))
         .filter(from_end__lte=TRAILING_STEPS)
         .order_by("run_id", "index")
+        .defer("text")  # the model's words beside a call, which the queue does not show
     )
     for step in last_steps:
         tail[step.run_id].append(step)

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from django import template
-from django.template.defaultfilters import floatformat, linebreaksbr, truncatechars
+from django.template.defaultfilters import floatformat, truncatechars
 from django.urls import get_script_prefix, reverse
 from django.utils.formats import localize
 from django.utils.safestring import SafeString, mark_safe
@@ -24,6 +24,7 @@ from agents.events import failures_words
 from agents.prices import format_money
 from agents.vocabulary import ErrorFormat, StepKind
 from tracer.models import Run, run_cost
+from tracer.previews import RUN_TEXTS, preview, preview_cut
 from tracer.reads.run_page import SUB_STEPS
 from tracer.waterfall import duration_text, repeat_identity, step_time_s
 
@@ -47,13 +48,18 @@ MCP_TITLE = (
 REQUEST_ID_TITLE = "the API's request-id header"
 
 
-def _text(value: Any) -> str:
-    """A value as ``{{ value }}`` writes it: escaped, a float localized, a missing one empty."""
+def _plain(value: Any) -> str:
+    """A value as ``{{ value }}`` writes it, before escaping: a float localized."""
     if value is None:
         return "None"
     if isinstance(value, float):
-        return e(localize(value))
-    return e(value)
+        return localize(value)
+    return str(value)
+
+
+def _text(value: Any) -> str:
+    """A value as ``{{ value }}`` writes it: escaped, a float localized."""
+    return e(_plain(value))
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -92,6 +98,12 @@ class StepPage:
         self.findings = findings or {}
         self.model_name, self.day = run.model_name, run.started_at or run.created_at
         self.prefix = prefix
+        self.run_path = reverse("tracer:run", args=[run.pk])
+
+    def value_path(self, index: int) -> str:
+        """Where the show-all controls of step ``index`` ask for its values whole: this, the field's name
+        and a slash (``views.step_value``)."""
+        return f"{self.run_path}steps/{int(index)}/"
 
     @classmethod
     def of(cls, context: template.Context) -> StepPage:
@@ -145,7 +157,9 @@ def step_item(step: Any, page: StepPage) -> str:
     category, retryable, retries, latency, tokens), the model call when it was retried or failed, the
     tool's attempts and the tool_result sent, or the answer, and the sub-agents the step started."""
     kind, index = step.kind, int(step.index)
-    call = f'<code class="tool">{e(step.tool_name)}</code><code class="input">{e(inline_json(step.input))}</code>'
+    values = page.value_path(index)
+    given = preview(inline_json(step.input), url=f"{values}input/")
+    call = f'<code class="tool">{e(step.tool_name)}</code><code class="input">{given}</code>'
     if kind == StepKind.FINAL_ANSWER:
         what = "<strong>Final answer</strong>"
     elif kind == StepKind.MODEL_STOP:
@@ -175,11 +189,15 @@ def step_item(step: Any, page: StepPage) -> str:
     for position, finding_kind in page.findings.get(index, ()):
         head.append(f'<a class="badge finding" href="#finding-{int(position)}">{e(finding_kind)}</a>')
 
-    body = [model_call(step.model_attempts)] if step.model_attempts else []
-    said = f'<p class="said"><span class="muted">Model:</span> {e(step.text)}</p>' if step.text else ""
+    body = [model_call(step.model_attempts, value_path=values)] if step.model_attempts else []
+    lines = kind == StepKind.FINAL_ANSWER
+    # a timeline row (reads.run_page.StepRow) holds the text's start and its size, a Step the whole text
+    text = preview(step.text, url=f"{values}text/", size=getattr(step, "text_bytes", None), lines=lines)
+    said = f'<p class="said"><span class="muted">Model:</span> {text}</p>' if step.text else ""
     if kind == StepKind.TOOL_USE:
         body.append(said)
-        body.append(f'<ol class="attempts">{"".join(_attempt(a, page) for a in step.attempts or [])}</ol>')
+        attempts = "".join(_attempt(a, n, page, values) for n, a in enumerate(step.attempts or [], 1))
+        body.append(f'<ol class="attempts">{attempts}</ol>')
         if no_result:
             fatal = step.category == "fatal"
             why = "the fatal error stopped the run here" if fatal else "the exception ended the run here"
@@ -189,7 +207,7 @@ def step_item(step: Any, page: StepPage) -> str:
             body.append(
                 f'<details class="result"><summary>tool_result sent to the model{flag}: '
                 f"<code>{e(_truncate(inline_json(step.result_content), 120))}</code></summary>"
-                f"<pre>{e(as_json(step.result_content))}</pre></details>"
+                f"<pre>{preview(as_json(step.result_content), url=f'{values}result/')}</pre></details>"
             )
     elif kind == StepKind.MODEL_STOP:
         reason = step.api_stop_reason
@@ -203,7 +221,7 @@ def step_item(step: Any, page: StepPage) -> str:
                 why += " while it wrote this call, so its input is incomplete"
         body += [said, f'<p class="result muted">Nothing in this turn was executed: {why}.</p>']
     else:
-        body.append(f'<blockquote class="answer">{linebreaksbr(step.text, autoescape=True)}</blockquote>')
+        body.append(f'<blockquote class="answer">{text}</blockquote>')
     children = page.by_step.get(index)
     if children:
         body.append(sub_agents_of_step(index, children, page))
@@ -219,8 +237,68 @@ def step_item(step: Any, page: StepPage) -> str:
     )
 
 
-def _attempt(a: Any, page: StepPage) -> str:
-    """One of a tool call's attempts, its ``<li class="attempt ok|fail">``."""
+def step_value_text(step: Any, field: str) -> tuple[str, bool] | None:
+    """The whole text of what step_item shows of ``step`` as ``field`` (``input``, ``text``, ``result``,
+    ``attempt-N-message``, ``attempt-N-content``, ``model-attempt-N-error``, N from 1) and whether its
+    newlines are written as ``<br>``: what a show-all control loads. None: the step shows no such value."""
+    if field == "input":
+        return inline_json(step.input), False
+    if field == "text":
+        return step.text, step.kind == StepKind.FINAL_ANSWER
+    if field == "result":
+        return as_json(step.result_content), False
+    found = attempt_value_text(field, attempts=step.attempts, model_attempts=step.model_attempts)
+    return None if found is None else (found, False)
+
+
+def attempt_value_text(field: str, *, attempts: Any, model_attempts: Any) -> str | None:
+    """The whole text of ``attempt-N-message``, ``attempt-N-content`` (of ``attempts``) or
+    ``model-attempt-N-error`` (of ``model_attempts``) as the page shows them; None: it shows no such value."""
+    which, _, part = field.rpartition("-")
+    source, _, number = which.rpartition("-")
+    if source not in ("attempt", "model-attempt") or not (number.isascii() and number.isdigit()):
+        return None
+    chosen = (attempts if source == "attempt" else model_attempts) or []
+    if not 1 <= int(number) <= len(chosen) or not isinstance(chosen[int(number) - 1], dict):
+        return None
+    attempt = chosen[int(number) - 1]
+    if source == "attempt" and part == "message" and attempt.get("message"):
+        return _plain(attempt["message"])
+    if source == "attempt" and part == "content" and attempt.get("ok") and not attempt.get("empty"):
+        return as_json(attempt.get("content", ""))
+    if source == "model-attempt" and part == "error" and attempt.get("error"):
+        return _plain(attempt["error"])
+    return None
+
+
+register.filter("preview_cut", preview_cut)
+
+
+@register.simple_tag
+def step_value_preview(text: Any, run_pk: int, index: int, field: str, attempt: int = 0) -> SafeString:
+    """A value of step ``index`` of run ``run_pk`` (``step_value_text``'s ``field``; with ``attempt``, that
+    attempt's ``attempt-N-<field>``) as a page other than the run's shows it: its start with a show-all
+    control when it is long."""
+    name = f"attempt-{int(attempt)}-{field}" if attempt else field
+    url = reverse("tracer:step-value", args=[int(run_pk), int(index), name])
+    return mark_safe(preview(_plain(text), url=url))  # escaped by preview
+
+
+@register.simple_tag
+def run_value(run: Run, name: str) -> SafeString:
+    """One of ``run``'s long texts (``previews.RUN_TEXTS``) as its page shows it: its start with a show-all
+    control when it is long. Read as ``<name>_shown`` and ``<name>_bytes`` when the run was
+    (``reads.run_page.run_shown``), else whole."""
+    url = reverse("tracer:run-value", args=[run.pk, name])
+    if hasattr(run, f"{name}_bytes"):
+        shown, size = getattr(run, f"{name}_shown") or "", getattr(run, f"{name}_bytes") or 0
+        return mark_safe(preview(shown, url=url, size=size, lines=RUN_TEXTS[name]))  # escaped by preview
+    return mark_safe(preview(getattr(run, name) or "", url=url, lines=RUN_TEXTS[name]))  # escaped by preview
+
+
+def _attempt(a: Any, position: int, page: StepPage, value_path: str) -> str:
+    """One of a tool call's attempts (the ``position``-th), its ``<li class="attempt ok|fail">``; its long
+    texts show their start, the rest at ``value_path`` + ``attempt-N-message/`` or ``attempt-N-content/``."""
     a = a if isinstance(a, dict) else {}
     parts = []
     if a.get("backoff_s"):
@@ -248,7 +326,8 @@ def _attempt(a: Any, page: StepPage) -> str:
                 '<span class="muted" title="what the tool knew; the harness sent only &quot;Error&quot;">'
                 f"tool knew:</span> {_text(a.get('category', ''))} · "
             )
-        parts.append(f'<span class="msg">{knew}{_text(a["message"])}</span>')
+        message = preview(_plain(a["message"]), url=f"{value_path}attempt-{position}-message/")
+        parts.append(f'<span class="msg">{knew}{message}</span>')
     removed = [str(w) for w in a.get("removed") or () if w]
     if removed:
         parts.append(
@@ -257,17 +336,19 @@ def _attempt(a: Any, page: StepPage) -> str:
         )
     parts.append(f'<span class="meta">{fixed(a.get("latency_ms", ""), 1)} ms</span>')
     if a.get("ok") and not a.get("empty"):
-        parts.append(f"<details><summary>content</summary><pre>{e(as_json(a.get('content', '')))}</pre></details>")
+        content = preview(as_json(a.get("content", "")), url=f"{value_path}attempt-{position}-content/")
+        parts.append(f"<details><summary>content</summary><pre>{content}</pre></details>")
     return f'<li class="attempt {"ok" if a.get("ok") else "fail"}">\n' + "\n".join(parts) + "\n</li>"
 
 
 @register.simple_tag
-def model_call(attempts: Any, failed: bool = False) -> SafeString:
+def model_call(attempts: Any, failed: bool = False, value_path: str = "") -> SafeString:
     """The HTTP attempts of one model call (``agents.events.ModelAttempt`` each), apart from the tool's: a
     call that went through at once is one line with its request-id; one that was retried, failed or
     continued a paused turn lists each attempt with its status, what the API said, its request-id and
     the wait before it (capped when the answer before it asked for longer). Nothing for a call that went
-    through at once without a request-id."""
+    through at once without a request-id. A long error shows its start, the rest at ``value_path`` +
+    ``model-attempt-N-error/`` (a step's, or a run's: ``views.step_value``, ``views.run_value``)."""
     attempts = [a if isinstance(a, dict) else {} for a in attempts or []]
     if not attempts:
         return mark_safe("")
@@ -298,7 +379,8 @@ def model_call(attempts: Any, failed: bool = False) -> SafeString:
         status = _text(a["status"]) if a.get("status") else "no response"
         parts.append(f'<span class="badge {"err" if a.get("error") else "outcome"}">{status}</span>')
         if a.get("error"):
-            parts.append(f'<span class="msg">{_text(a["error"])}</span>')
+            error = preview(_plain(a["error"]), url=f"{value_path}model-attempt-{i + 1}-error/")
+            parts.append(f'<span class="msg">{error}</span>')
         if a.get("request_id"):
             parts.append(f'<code class="request-id" title="{REQUEST_ID_TITLE}">{_text(a["request_id"])}</code>')
         parts.append(f'<span class="meta">{e(floatformat(a.get("latency_ms", ""), 1))} ms</span>')
