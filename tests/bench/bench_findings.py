@@ -10,10 +10,15 @@ and prints its p50, p95, CPU per request and SQL queries: the Tools page, one to
 one kind's second page, and both filtered to a policy and a month. The baseline, from the same run:
 the runs list's latest 50 on the same database.
 
-    .venv/bin/python tests/bench/bench_findings.py [--runs 100000] [--steps-per-run 4] [--backend both]
+    .venv/bin/python tests/bench/bench_findings.py [--runs 100000] [--steps-per-run 4] [--backend both] [--keep DIR]
 
 ``--backend postgres`` uses RLT_BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/rlt_bench_findings),
 a database it drops and creates afresh and drops at the end.
+
+``--keep DIR``: the databases are kept (SQLite's under DIR, PostgreSQL's named as above, DIR holding a
+note that it was built) and, when DIR already holds them, the pages are timed over them as they are,
+with no build and no recompute: the same rows timed from two trees one after the other
+(``cd ../main && .venv/bin/python ../wt/tests/bench/bench_findings.py --keep DIR``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+# The tree timed is the one it is run from (its code, this file's figures), this file's own by default.
+BASE_DIR = Path.cwd() if (Path.cwd() / "tracer").is_dir() else Path(__file__).resolve().parents[2]
 if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
@@ -112,18 +118,33 @@ def time_page(client, url: str, *, requests: int, warmup: int) -> dict:
     }
 
 
+def logged_in_client():
+    """Django set up on the database the environment names, migrated, its static files collected (DEBUG
+    off serves hashed names), and a test client logged in (its user made once, kept with the database)."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    call_command("migrate", verbosity=0, interactive=False)
+    call_command("collectstatic", verbosity=0, interactive=False)
+    client = Client()
+    client.force_login(get_user_model().objects.get_or_create(username="bench")[0])
+    return client
+
+
 def one_backend(args) -> dict:
     """In a child process whose environment names the database: build, diagnose, time."""
-    from tests.bench import sizes
-
-    client = sizes.logged_in_client()
+    client = logged_in_client()
     from django.db import connection
-    from django.urls import reverse
-    from django.utils import timezone
 
     from tracer.diagnosis import findings_recompute
-    from tracer.models import Finding, FindingDay, PatternDay, TemplateDay, ToolDay
+    from tracer.models import Finding, FindingDay, PatternDay, Run, TemplateDay, ToolDay
 
+    if args.reused:
+        return {"database": connection.vendor, "runs": Run.objects.count(), "reused": True, **timed(client, args)}
     build(runs=args.runs, steps_per_run=args.steps_per_run)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -143,6 +164,25 @@ def one_backend(args) -> dict:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
+    return {
+        "database": connection.vendor,
+        "runs": args.runs,
+        "diagnosed": diagnosed,
+        "recompute_s": recompute_s,
+        "recompute_cpu_s": recompute_cpu,
+        "findings": Finding.objects.count(),
+        "rollup_rows": sum(m.objects.count() for m in (ToolDay, FindingDay, TemplateDay, PatternDay)),
+        **timed(client, args),
+    }
+
+
+def timed(client, args) -> dict:
+    """Each page asked ``args.requests`` times: ``{"pages": {label: figures}}``."""
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from tracer.models import FindingDay, ToolDay
+
     month = (timezone.now() - timedelta(days=30)).date().isoformat()
     tool = ToolDay.objects.order_by("-calls").values_list("tool", flat=True).first()
     kind = FindingDay.objects.order_by("-findings").values_list("kind", flat=True).first()
@@ -156,31 +196,41 @@ def one_backend(args) -> dict:
         "Findings page, a policy since a month": f"{reverse('tracer:findings')}?policy=starter&started_from={month}",
     }
     return {
-        "database": connection.vendor,
-        "runs": args.runs,
-        "diagnosed": diagnosed,
-        "recompute_s": recompute_s,
-        "recompute_cpu_s": recompute_cpu,
-        "findings": Finding.objects.count(),
-        "rollup_rows": sum(m.objects.count() for m in (ToolDay, FindingDay, TemplateDay, PatternDay)),
         "pages": {
             label: time_page(client, url, requests=args.requests, warmup=args.warmup) for label, url in pages.items()
-        },
+        }
     }
 
 
 def child(backend: str, args) -> dict:
+    if args.keep:
+        var = Path(args.keep) / backend
+        built = var / "built"
+        reused = built.exists()
+        var.mkdir(parents=True, exist_ok=True)
+        return _child(backend, args, str(var), reused=reused, done=built)
     with tempfile.TemporaryDirectory(prefix="rlt-bench-findings-") as tmp:
-        env = backend_env(tmp, backend, PG_URL, served=True)
-        command = [sys.executable, __file__, "--child", backend, "--runs", str(args.runs)]
-        command += ["--steps-per-run", str(args.steps_per_run), "--requests", str(args.requests)]
-        command += ["--warmup", str(args.warmup)]
-        out = subprocess.run(command, env=env, cwd=BASE_DIR, stdout=subprocess.PIPE, text=True)
+        return _child(backend, args, tmp, reused=False, done=None)
+
+
+def _child(backend: str, args, var: str, *, reused: bool, done: Path | None) -> dict:
+    if reused:
+        env = dict(backend_env(var, "sqlite", PG_URL, served=True))
         if backend == "postgres":
-            pg_drop(PG_URL)
-        if out.returncode != 0:
-            raise SystemExit(f"{backend} failed:\n{out.stdout[-3000:]}")
-        return json.loads(out.stdout.strip().splitlines()[-1])
+            env["DATABASE_URL"] = PG_URL
+    else:
+        env = backend_env(var, backend, PG_URL, served=True)
+    command = [sys.executable, __file__, "--child", backend, "--runs", str(args.runs)]
+    command += ["--steps-per-run", str(args.steps_per_run), "--requests", str(args.requests)]
+    command += ["--warmup", str(args.warmup)] + (["--reused"] if reused else [])
+    out = subprocess.run(command, env=env, cwd=BASE_DIR, stdout=subprocess.PIPE, text=True)
+    if backend == "postgres" and done is None:
+        pg_drop(PG_URL)
+    if out.returncode != 0:
+        raise SystemExit(f"{backend} failed:\n{out.stdout[-3000:]}")
+    if done is not None:
+        done.write_text("built\n")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -190,7 +240,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--keep", metavar="DIR", help="keep the databases in DIR; time them as they are when there")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--reused", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         result = json.dumps(one_backend(args))
@@ -213,13 +265,17 @@ def main() -> int:
                 f"| {label} | {name} | {p['p50']:.1f} | {p['p95']:.1f} | {p['cpu']:.1f} | {p['queries']} "
                 f"| {p['kb']:.0f} | {p['p50'] / base:.2f} |"
             )
+    print(f"  tree: {Path.cwd()}; load average after: {os.getloadavg()[0]:.1f}")
     for r in results:
         name = "SQLite" if r["database"] == "sqlite" else "PostgreSQL"
-        print(
-            f"{name}: {r['runs']:,} runs, {r['findings']:,} findings, {r['rollup_rows']:,} rollup rows; "
-            f"findings --recompute diagnosed {r['diagnosed']:,} runs in {r['recompute_s']:.1f} s "
-            f"({r['diagnosed'] / r['recompute_s']:,.0f} runs/s; this process's CPU {r['recompute_cpu_s']:.1f} s)"
-        )
+        if r.get("reused"):
+            print(f"{name}: {r['runs']:,} runs, the databases kept by an earlier round")
+        else:
+            print(
+                f"{name}: {r['runs']:,} runs, {r['findings']:,} findings, {r['rollup_rows']:,} rollup rows; "
+                f"findings --recompute diagnosed {r['diagnosed']:,} runs in {r['recompute_s']:.1f} s "
+                f"({r['diagnosed'] / r['recompute_s']:,.0f} runs/s; this process's CPU {r['recompute_cpu_s']:.1f} s)"
+            )
         for label in ("Tools page", "Findings page"):
             p50 = r["pages"][label]["p50"]
             met = "met" if p50 <= TARGET_MS else "MISSED"

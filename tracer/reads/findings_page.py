@@ -3,7 +3,7 @@ kind's findings paged (its runs), and the patterns: failing runs grouped by sign
 message template, stop reason), largest first, each with its share of all failing runs.
 
 Counts, trends and patterns are summed from the rollups (``FindingDay``, ``PatternDay``); the findings
-listed are read a page at a time through the findings' (kind, created) index. Four queries whatever
+listed are read a page at a time through the findings' (kind, created) index. Five queries whatever
 the number of runs or findings.
 """
 
@@ -13,7 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
 
-from django.db.models import Count, Max, Sum
+from django.db import connection
+from django.db.models import Max, Min, Sum
 from django.utils.safestring import SafeString
 
 from agents.diagnosis.kinds import KINDS
@@ -99,20 +100,24 @@ class FindingsPage:
 
 
 def kind_summaries(*, scope: Scope) -> tuple[list[KindSummary], list[date]]:
-    """Every kind, those found first (most findings first), with its top tools and trend: one query."""
-    rows = list(
-        FindingDay.objects.filter(scope.q())
-        .values("kind", "tool", "day")
-        .annotate(**{c: Sum(c) for c in FINDING_COUNTS})
+    """Every kind, those found first (most findings first), with its top tools and trend: two queries,
+    each kind's counts by tool over the whole scope (with their first and last day), then its findings
+    on the days charted."""
+    rows = FindingDay.objects.filter(scope.q())
+    by_tool = list(
+        rows.values("kind", "tool")
+        .annotate(first=Min("day"), last=Max("day"), **{c: Sum(c) for c in FINDING_COUNTS})
         .order_by()
     )
-    days = chart_days((r["day"] for r in rows), scope)
-    totals = summed(rows, ("kind",), FINDING_COUNTS)
-    tools: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    per_day: dict[str, dict[date, int]] = defaultdict(lambda: defaultdict(int))
-    for r in rows:
-        tools[r["kind"]][r["tool"]] += r["findings"] or 0
-        per_day[r["kind"]][r["day"]] += r["findings"] or 0
+    days = chart_days([d for r in by_tool for d in (r["first"], r["last"])], scope)
+    per_day: dict[str, dict[date, int]] = defaultdict(dict)
+    if days:
+        for r in rows.filter(day__gte=days[0]).values("kind", "day").annotate(findings=Sum("findings")).order_by():
+            per_day[r["kind"]][r["day"]] = r["findings"] or 0
+    totals = summed(by_tool, ("kind",), FINDING_COUNTS)
+    tools: dict[str, dict[str, int]] = defaultdict(dict)
+    for r in by_tool:
+        tools[r["kind"]][r["tool"]] = r["findings"] or 0
     half = len(days) // 2
     out = []
     for kind in KINDS:
@@ -142,39 +147,51 @@ def kind_summaries(*, scope: Scope) -> tuple[list[KindSummary], list[date]]:
 
 def patterns(*, scope: Scope, limit: int = PATTERNS_SHOWN) -> tuple[list[Pattern], int, int]:
     """The largest failing-run signatures in scope, the number of failing runs, and how many signatures
-    are not shown: two queries."""
-    qs = PatternDay.objects.filter(scope.q())
+    are not shown: two queries. The first sums the runs by signature and, over those sums, counts the
+    signatures and adds up their runs (window functions over the grouped rows); the second reads the
+    shown signatures' tool, category, template and stop reason from one row of each (its example's)."""
     # grouped by the signature alone: its tool, category, template and stop reason are the signature's
     grouped = (
-        qs.values("signature")
-        .annotate(
-            runs=Sum("runs"),
-            example=Max("example_run_id"),
-            tool=Max("tool"),
-            category=Max("category"),
-            template=Max("template"),
-            stop_reason=Max("stop_reason"),
-        )
+        PatternDay.objects.filter(scope.q())
+        .values("signature")
+        .annotate(runs=Sum("runs"), example=Max("example_run_id"))
         .filter(runs__gt=0)
-        .order_by("-runs", "signature")
+        .order_by()
     )
-    top = list(grouped[:limit])
-    whole = qs.filter(runs__gt=0).aggregate(runs=Sum("runs"), signatures=Count("signature", distinct=True))
-    total = whole["runs"] or 0
-    shown = [
-        Pattern(
-            signature=r["signature"],
-            tool=r["tool"],
-            category=r["category"],
-            template=r["template"],
-            stop_reason=r["stop_reason"],
-            runs=r["runs"],
-            example_run_id=r["example"],
-            share_pct=round(100 * r["runs"] / total, 1) if total else 0.0,
+    sql, params = grouped.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT g.signature, g.runs, g.example, COUNT(*) OVER (), SUM(g.runs) OVER () "
+            f"FROM ({sql}) g ORDER BY g.runs DESC, g.signature LIMIT %s",
+            (*params, limit),
         )
-        for r in top
-    ]
-    return shown, total, max(0, (whole["signatures"] or 0) - len(shown))
+        top = cursor.fetchall()
+    shown_total = top[0][4] if top else 0
+    signatures = top[0][3] if top else 0
+    said = {
+        r["signature"]: r
+        for r in PatternDay.objects.filter(
+            example_run_id__in=[example for _, _, example, _, _ in top if example is not None],
+            signature__in=[signature for signature, *_ in top],
+        ).values("signature", "tool", "category", "template", "stop_reason")
+    }
+    total = int(shown_total or 0)
+    shown = []
+    for signature, runs, example, _, _ in top:
+        parts = said.get(signature, {})
+        shown.append(
+            Pattern(
+                signature=signature,
+                tool=parts.get("tool", ""),
+                category=parts.get("category", ""),
+                template=parts.get("template", ""),
+                stop_reason=parts.get("stop_reason", ""),
+                runs=runs,
+                example_run_id=example,
+                share_pct=round(100 * runs / total, 1) if total else 0.0,
+            )
+        )
+    return shown, total, max(0, signatures - len(shown))
 
 
 def kind_findings(*, scope: Scope, kind: str, tool: str = "", page: object = 1) -> FindingPage:

@@ -3,9 +3,10 @@
 Per tool: its calls and runs, failures by category (and a chart of them per day), the harness's
 retries and the model's repeats, the wasted tries (after a failure no retry can fix) and what the
 model's share of them cost, its findings by kind, its message lint (each failure message template it
-sent, worst first) and the advice its outcomes support (``tracer.advice``). Four queries whatever the
-number of runs, findings or tools: the tool rows by day and model, the findings by tool and kind, the
-message templates with their counts, and (for the filters) the tools known (``findings.known_tools``).
+sent, worst first) and the advice its outcomes support (``tracer.advice``). Seven queries whatever
+the number of runs, findings or tools: the tools' totals, their charts' days, their wasted tokens by
+model and day, the findings by tool and kind, the message templates' counts and their rows, and (for
+the filters) the tools known (``findings.known_tools``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 
-from django.db.models import Sum
+from django.db.models import Max, Min, Sum
 from django.utils.safestring import SafeString
 
 from agents.diagnosis.kinds import BY_KEY
@@ -25,7 +26,7 @@ from .. import charts
 from ..advice import Advice, tool_advice
 from ..diagnosis import FINDING_COUNTS, TOOL_COUNTS
 from ..models import FindingDay, MessageTemplate, TemplateDay, ToolDay
-from .rollups import Priced, Scope, add_cost, chart_days, summed
+from .rollups import Priced, Scope, add_cost, chart_days
 
 LINT_PER_TOOL = 8  # message templates shown per tool, worst first; the rest are counted
 LINT_READ = 2000  # templates shown at most over all tools, worst first
@@ -117,16 +118,40 @@ class ToolsPage:
     unpriced: list[str]
 
 
+# what a day's column of a tool's chart draws (``charts.failure_chart``)
+CHART_COUNTS = ("calls", "failed", *(f"failed_{cat}" for cat in charts.CATEGORIES))
+
+
 def tools_page(*, scope: Scope, tool: str = "") -> ToolsPage:
     """Every tool called by runs in ``scope`` (only ``tool`` when given), worst first: most findings,
-    then most failed calls."""
+    then most failed calls.
+
+    The database sums the rollups: each tool's counts over the whole scope (one row a tool, with its
+    first and last day), its chart's days (only the days charted), and its wasted tokens by model and
+    day (only the rows that have some: what they cost depends on the model's price that day)."""
     rows = ToolDay.objects.filter(scope.q())
     findings = FindingDay.objects.filter(scope.q())
     templates = TemplateDay.objects.filter(scope.q())
     if tool:
         rows, findings = rows.filter(tool=tool), findings.filter(tool=tool)
         templates = templates.filter(template__tool=tool)
-    by_day = list(rows.values("tool", "day", "model_name").annotate(**{c: Sum(c) for c in TOOL_COUNTS}).order_by())
+    totals = list(
+        rows.values("tool").annotate(first=Min("day"), last=Max("day"), **{c: Sum(c) for c in TOOL_COUNTS}).order_by()
+    )
+    days = chart_days([d for row in totals for d in (row["first"], row["last"])], scope)
+    charted = (
+        list(
+            rows.filter(day__gte=days[0]).values("tool", "day").annotate(**{c: Sum(c) for c in CHART_COUNTS}).order_by()
+        )
+        if days
+        else []
+    )
+    wasted = list(
+        rows.exclude(wasted_input_tokens=0, wasted_output_tokens=0)
+        .values("tool", "model_name", "day")
+        .annotate(wasted_input_tokens=Sum("wasted_input_tokens"), wasted_output_tokens=Sum("wasted_output_tokens"))
+        .order_by()
+    )
     found = list(findings.values("tool", "kind").annotate(**{c: Sum(c) for c in FINDING_COUNTS}).order_by())
     # the counts summed by template id alone (no GROUP BY over the templates' text), then those rows
     sent = dict(
@@ -151,21 +176,26 @@ def tools_page(*, scope: Scope, tool: str = "") -> ToolsPage:
         )
     ]
     lint_rows.sort(key=lambda r: (r["score"], -r["sent"], r["tool"], r["template"]))
-    return _page(scope, by_day, found, lint_rows)
+    return _page(days, totals, charted, wasted, found, lint_rows)
 
 
-def _page(scope: Scope, by_day: list[dict], found: list[dict], lint_rows: list[dict]) -> ToolsPage:
+def _page(
+    days: list[date],
+    totals: list[dict],
+    charted: list[dict],
+    wasted: list[dict],
+    found: list[dict],
+    lint_rows: list[dict],
+) -> ToolsPage:
     priced = Priced()
-    totals = summed(by_day, ("tool",), TOOL_COUNTS)
     per_day: dict[str, dict[date, dict[str, int]]] = defaultdict(dict)
-    for (tool, day), counts in summed(by_day, ("tool", "day"), TOOL_COUNTS).items():
-        per_day[tool][day] = counts
+    for row in charted:
+        per_day[row["tool"]][row["day"]] = row
     costs: dict[str, tuple[Decimal | None, bool]] = {}
-    for row in by_day:
+    for row in wasted:
         total, known = costs.get(row["tool"], (Decimal(0), True))
         more = priced.cost(row["model_name"], row["day"], row["wasted_input_tokens"], row["wasted_output_tokens"])
         costs[row["tool"]] = add_cost(total, more, known=known)
-    days = chart_days((row["day"] for row in by_day), scope)
     kinds: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
     for row in found:
         kinds[row["tool"]][row["kind"]] = {c: row[c] or 0 for c in FINDING_COUNTS}
@@ -173,7 +203,9 @@ def _page(scope: Scope, by_day: list[dict], found: list[dict], lint_rows: list[d
     for row in lint_rows[:LINT_READ]:
         lint[row["tool"]].append(LintRow(**{k: v for k, v in row.items() if k not in ("id", "tool")}))
     tools = []
-    for (tool,), counts in totals.items():
+    for row in totals:
+        tool = row["tool"]
+        counts = {c: row[c] or 0 for c in TOOL_COUNTS}
         calls = counts["calls"]
         categories = [
             Category(cat, counts[f"failed_{cat}"], round(100 * counts[f"failed_{cat}"] / calls, 1) if calls else 0.0)
