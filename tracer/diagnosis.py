@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import F, TextField
+from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from agents.diagnosis import lint
@@ -110,6 +110,19 @@ class Stored:
     rolled_up: dict[str, Any]
     finished: bool
     archived: bool = False  # of an archived experiment: counted in no rollup
+    new: bool = False  # just written (``run_written``): no findings stored yet, nothing rolled up
+
+
+def run_written(*, run: Run, steps: Sequence[dict[str, Any]]) -> Stored:
+    """A new run from outside as ``runs_stored`` would read it back, made from what the recorder has
+    just written instead (``run`` with its fields as inserted, ``steps`` its steps' columns by attribute
+    name, JSON columns as values): the same values, without the read."""
+    events = []
+    for row in steps:
+        if row["latency_ms"] is not None:  # a float column: 12 reads back as 12.0
+            row = {**row, "latency_ms": float(row["latency_ms"])}
+        events.append(step_event(row))
+    return _stored(vars(run), events, new=True)
 
 
 def step_event(row: dict[str, Any]) -> StepEvent:
@@ -198,42 +211,43 @@ def runs_stored(run_ids: Sequence[int]) -> list[Stored]:
     steps: dict[int, list[StepEvent]] = defaultdict(list)
     for step in _step_rows([r["id"] for r in rows]):
         steps[step["run_id"]].append(step_event(step))
-    out = []
-    for row in rows:
-        start = RunStart(
-            scenario=row["scenario"],
-            policy_name=row["policy_name"],
-            policy_settings=row["policy_settings"] or {},
-            model_backend=row["model_backend"],
-            model_name=row["model_name"],
-            task=row["task"],
-            tools=row["tools"] or [],
-        )
-        verdict = Verdict(row["verdict"] == Run.Verdict.PASS, row["verdict_reason"]) if row["verdict"] else None
-        end = RunEnd(
-            stop_reason=row["stop_reason"],
-            final_answer=row["final_answer"],
-            verdict=verdict,
-            error=row["error"],
-            guard=row["guard"],
-            transcript=row["transcript"] or [],
-        )
-        scope = (_day(row), row["source"], row["scenario"], row["policy_name"], row["model_name"])
-        out.append(
-            Stored(
-                row["id"],
-                scope,
-                row["created_at"],
-                start,
-                steps[row["id"]],
-                end,
-                row["verdict"],
-                row["rolled_up"],
-                row["status"] == Run.Status.FINISHED,
-                row["experiment__archived_at"] is not None,
-            )
-        )
-    return out
+    return [_stored(row, steps[row["id"]]) for row in rows]
+
+
+def _stored(row: dict[str, Any], steps: list[StepEvent], *, new: bool = False) -> Stored:
+    """A run's values by attribute name (``_RUN_FIELDS``, read or as written) and its steps, as diagnosis reads them."""
+    start = RunStart(
+        scenario=row["scenario"],
+        policy_name=row["policy_name"],
+        policy_settings=row["policy_settings"] or {},
+        model_backend=row["model_backend"],
+        model_name=row["model_name"],
+        task=row["task"],
+        tools=row["tools"] or [],
+    )
+    verdict = Verdict(row["verdict"] == Run.Verdict.PASS, row["verdict_reason"]) if row["verdict"] else None
+    end = RunEnd(
+        stop_reason=row["stop_reason"],
+        final_answer=row["final_answer"],
+        verdict=verdict,
+        error=row["error"],
+        guard=row["guard"],
+        transcript=row["transcript"] or [],
+    )
+    scope = (_day(row), row["source"], row["scenario"], row["policy_name"], row["model_name"])
+    return Stored(
+        row["id"],
+        scope,
+        row["created_at"],
+        start,
+        steps,
+        end,
+        row["verdict"],
+        row["rolled_up"],
+        row["status"] == Run.Status.FINISHED,
+        row.get("experiment__archived_at") is not None,
+        new,
+    )
 
 
 # --- what one run adds ------------------------------------------------------------------------------
@@ -434,21 +448,56 @@ def _upsert(table: str, keys: Sequence[str], counts: Sequence[str], rows: list[t
             cursor.execute(head + ", ".join([one] * len(chunk)) + tail, [v for row in chunk for v in row])
 
 
-def _subtract(model, keys: dict[str, Any], counts: dict[str, int]) -> None:
-    model.objects.filter(**keys).update(**{name: F(name) - value for name, value in counts.items() if value})
+def _subtract(table: str, keys: Sequence[str], counts: Sequence[str], rows: dict[tuple, dict[str, int]]) -> None:
+    """Take ``rows`` (key values -> counts) off the rows of ``table`` they key: one ``UPDATE … FROM`` a
+    VALUES list per 200 rows, on either database."""
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    t = quote(table)
+    names = [*(f"k{n}" for n in range(len(keys))), *(f"c{n}" for n in range(len(counts)))]
+    assign = ", ".join(f"{quote(c)} = {t}.{quote(c)} - v.c{n}" for n, c in enumerate(counts))
+    # PostgreSQL reads a VALUES list's dates as text
+    date = "CAST(v.k{} AS date)" if connection.vendor == "postgresql" else "v.k{}"
+    match = " AND ".join(f"{t}.{quote(k)} = {(date if k == 'day' else 'v.k{}').format(n)}" for n, k in enumerate(keys))
+    items = [(*key, *(values.get(c, 0) for c in counts)) for key, values in rows.items()]
+    with connection.cursor() as cursor:
+        for start in range(0, len(items), 200):
+            chunk = items[start : start + 200]
+            values = ", ".join(["(" + ", ".join(["%s"] * len(names)) + ")"] * len(chunk))
+            cursor.execute(
+                f"WITH v ({', '.join(names)}) AS (VALUES {values}) UPDATE {t} SET {assign} FROM v WHERE {match}",
+                [value for row in chunk for value in row],
+            )
 
 
-def _take_back(stored: Stored, old: Contribution, template_ids: dict[str, int]) -> None:
-    scope = dict(zip(SCOPE, stored.scope, strict=True))
-    for tool, counts in old.tools.items():
-        _subtract(ToolDay, {**scope, "tool": tool}, counts)
-    for (kind, tool), counts in old.findings.items():
-        _subtract(FindingDay, {**scope, "kind": kind, "tool": tool}, counts)
-    for key, sent in old.templates.items():
-        if key in template_ids:
-            _subtract(TemplateDay, {**scope, "template_id": template_ids[key]}, {"sent": sent})
-    if old.pattern:
-        _subtract(PatternDay, {**scope, "signature": old.pattern["signature"]}, {"runs": 1})
+def _take_back(old: Sequence[tuple[Stored, Contribution]], template_ids: dict[str, int]) -> None:
+    """Take what earlier diagnoses of these runs added off the rollups: one statement per rollup (and
+    per 200 of its rows), the same rows' counts added up first."""
+    tools: dict[tuple, dict[str, int]] = {}
+    findings: dict[tuple, dict[str, int]] = {}
+    templates: dict[tuple, dict[str, int]] = {}
+    patterns: dict[tuple, dict[str, int]] = {}
+
+    def add(rows: dict[tuple, dict[str, int]], key: tuple, counts: dict[str, int]) -> None:
+        total = rows.setdefault(key, {})
+        for name, value in counts.items():
+            total[name] = total.get(name, 0) + (value or 0)
+
+    for stored, contribution in old:
+        for tool, counts in contribution.tools.items():
+            add(tools, (tool[:200], *stored.scope), counts)
+        for (kind, tool), counts in contribution.findings.items():
+            add(findings, (kind, tool[:200], *stored.scope), counts)
+        for key, sent in contribution.templates.items():
+            if key in template_ids:
+                add(templates, (template_ids[key], *stored.scope), {"sent": sent})
+        if contribution.pattern:
+            add(patterns, (contribution.pattern["signature"], *stored.scope), {"runs": 1})
+    _subtract(ToolDay._meta.db_table, ("tool", *SCOPE), TOOL_COUNTS, tools)
+    _subtract(FindingDay._meta.db_table, ("kind", "tool", *SCOPE), FINDING_COUNTS, findings)
+    _subtract(TemplateDay._meta.db_table, ("template_id", *SCOPE), ("sent",), templates)
+    _subtract(PatternDay._meta.db_table, ("signature", *SCOPE), ("runs",), patterns)
 
 
 def _templates_write(seen: Iterable[TemplateSeen]) -> dict[str, int]:
@@ -502,11 +551,16 @@ def _finding_row(stored: Stored, f: Finding, position: int) -> dict[str, Any]:
     )
 
 
-def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
+def runs_diagnose(*, run_ids: Sequence[int] = (), written: Sequence[Stored] = (), fresh: bool = False) -> int:
     """Diagnose these runs and store what was found, in one transaction (a savepoint inside the
     caller's); the number diagnosed. A run that has not ended gets nothing, and loses what an earlier
-    diagnosis of it stored. ``fresh``: the rollups were emptied (a recompute), so nothing is taken back."""
-    stored = runs_stored(run_ids)
+    diagnosis of it stored. ``written``: runs just written, as the recorder wrote them (``run_written``),
+    diagnosed without reading them back. ``fresh``: the rollups were emptied (a recompute), so nothing
+    is taken back."""
+    known = {s.run_id for s in written}
+    stored = [*written, *runs_stored([i for i in run_ids if i not in known])]
+    # newest first, as runs are listed: the order decides which run is a message template's example
+    stored.sort(key=lambda s: (s.created_at, s.run_id), reverse=True)
     if not stored:
         return 0
     results = [diagnose_stored(s) for s in stored]
@@ -545,9 +599,9 @@ def runs_diagnose(*, run_ids: Sequence[int], fresh: bool = False) -> int:
             if old:
                 keys = {k for _, c in old for k in c.templates}
                 template_ids.update(MessageTemplate.objects.filter(key__in=list(keys)).values_list("key", "id"))
-                for s, contribution in old:
-                    _take_back(s, contribution, template_ids)
-            FindingRow.objects.filter(run_id__in=[s.run_id for s in stored]).delete()
+                _take_back(old, template_ids)
+            if earlier := [s.run_id for s in stored if not s.new]:
+                FindingRow.objects.filter(run_id__in=earlier).delete()
         values_insert(model=FindingRow, rows=rows)
         _upsert(
             ToolDay._meta.db_table,
@@ -650,10 +704,11 @@ def experiment_runs_rediagnose(*, experiment_ids: Sequence[int], batch: int = 50
     return sum(runs_diagnose(run_ids=ids[start : start + batch]) for start in range(0, len(ids), batch))
 
 
-def runs_diagnose_safely(*, run_ids: Sequence[int]) -> None:
+def runs_diagnose_safely(*, run_ids: Sequence[int] = (), written: Sequence[Stored] = ()) -> None:
     """``runs_diagnose`` where a run ends: a failure of diagnosis is logged and never stops the run's
     end or its import (the run keeps no findings until ``manage.py findings --recompute``)."""
     try:
-        runs_diagnose(run_ids=run_ids)
+        runs_diagnose(run_ids=run_ids, written=written)
     except Exception:
-        logger.exception("diagnosis of runs %s failed; their findings are missing until a recompute", list(run_ids))
+        ids = [*run_ids, *(s.run_id for s in written)]
+        logger.exception("diagnosis of runs %s failed; their findings are missing until a recompute", ids)

@@ -666,34 +666,43 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
     return bool(updated)
 
 
-# Runs ended while ``diagnosis_deferred`` is open, diagnosed together when it closes.
-_DEFERRED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("rlt_diagnosis_deferred", default=None)
+# Runs ended while ``diagnosis_deferred`` is open, diagnosed together when it closes: by id, each with
+# the values just written of it (``diagnosis.run_written``) or None (read back); the last word on a run wins.
+_DEFERRED: contextvars.ContextVar[dict[int, diagnosis.Stored | None] | None] = contextvars.ContextVar(
+    "rlt_diagnosis_deferred", default=None
+)
 
 
-def _diagnose(run_ids: list[int]) -> None:
+def _diagnose(run_ids: list[int], *, written: Sequence[diagnosis.Stored] = ()) -> None:
     """Where every run's end is written: its findings (``tracer.diagnosis``), now or, inside
-    ``diagnosis_deferred``, with the others when it closes."""
+    ``diagnosis_deferred``, with the others when it closes. ``written``: runs just inserted, diagnosed
+    from the values written (``run_ids`` are read back)."""
     if not settings.RLT_DIAGNOSE:
         return
     waiting = _DEFERRED.get()
-    if waiting is not None:
-        waiting.extend(run_ids)
-    else:
-        diagnosis.runs_diagnose_safely(run_ids=run_ids)
+    if waiting is None:
+        diagnosis.runs_diagnose_safely(run_ids=run_ids, written=written)
+        return
+    for run_id, stored in [*((i, None) for i in run_ids), *((s.run_id, s) for s in written)]:
+        waiting.pop(run_id, None)
+        waiting[run_id] = stored
 
 
 @contextmanager
 def diagnosis_deferred() -> Iterator[None]:
     """Diagnose the runs that end inside this block together, once it is done (a request writing many
     traces one by one diagnoses them in one go: a fixed number of statements, not a few per run)."""
-    waiting: list[int] = []
+    waiting: dict[int, diagnosis.Stored | None] = {}
     token = _DEFERRED.set(waiting)
     try:
         yield
     finally:
         _DEFERRED.reset(token)
         if waiting:
-            diagnosis.runs_diagnose_safely(run_ids=list(dict.fromkeys(waiting)))
+            diagnosis.runs_diagnose_safely(
+                run_ids=[i for i, s in waiting.items() if s is None],
+                written=[s for s in waiting.values() if s is not None],
+            )
 
 
 @dataclass
@@ -761,9 +770,13 @@ def runs_record_many(*, records: Sequence[RunRecord]) -> list[Run]:
         values_insert(
             model=Step, rows=[v.row(run.pk) for run, values in zip(runs, prepared, strict=True) for v in values]
         )
-        ended = [record.run.pk for record in records if record.end is not None]
+        ended = [
+            diagnosis.run_written(run=record.run, steps=[v.columns for v in values])
+            for record, values in zip(records, prepared, strict=True)
+            if record.end is not None
+        ]
         if ended:
-            _diagnose(ended)
+            _diagnose([], written=ended)
     return runs
 
 

@@ -104,9 +104,10 @@ def test_diagnosing_runs_together_takes_the_same_statements_for_two_runs_as_for_
         with CaptureQueriesContext(connection) as seen:
             diagnosis.runs_diagnose(run_ids=[r.pk for r in chosen])
         counts.append(len(seen.captured_queries))
-    # every template already known, each rollup one multi-row statement: taking back (one UPDATE per
-    # rollup row) is what grows, so it is measured apart below
-    assert counts[1] - counts[0] == _take_back_rows(runs) - _take_back_rows(runs[:2])
+    # every template already known, each rollup one multi-row statement, and so is taking back what
+    # each run's first diagnosis added
+    assert _take_back_rows(runs) > _take_back_rows(runs[:2]) > 0
+    assert counts[1] == counts[0]
 
 
 def _take_back_rows(runs) -> int:
@@ -118,3 +119,59 @@ def _take_back_rows(runs) -> int:
         c = Contribution.from_dict(run.rolled_up)
         total += len(c.tools) + len(c.findings) + len(c.templates) + bool(c.pattern)
     return total
+
+
+LEAKED_KEY = "sk-ant-api03-Qw8Er7tY6uI5oP4aS3dF2gH1jK0lZx9_Cv8-Bn7Mm6"
+LEAKY = {
+    "format": "rlt.run/1",
+    "run": {"model": "claude-haiku-4-5"},
+    "steps": [
+        {
+            "kind": "tool_use",
+            "tool_name": "lookup_order",
+            "input": {"order_id": "0871"},
+            "latency_ms": 12,
+            "attempts": [
+                {
+                    "number": 1,
+                    "ok": False,
+                    "message": f"Traceback (most recent call last): api_key={LEAKED_KEY} at db-7.internal:5432",
+                }
+            ],
+            "result_content": {"error": {"message": f"Traceback (most recent call last): api_key={LEAKED_KEY}"}},
+        },
+        {
+            "kind": "tool_use",
+            "tool_name": "lookup_order",
+            "input": {"order_id": "0871"},
+            "attempts": [{"number": 1, "ok": True, "content": []}],
+            "result_content": [],
+        },
+        {"kind": "final_answer", "text": "No such order."},
+    ],
+}
+
+
+def _diagnosed() -> list:
+    """Every finding and rollup row as stored (ids left out; a template by its key)."""
+    keys = dict(MessageTemplate.objects.values_list("id", "key"))
+    tables = [
+        sorted(m.objects.values_list(*[f.attname for f in m._meta.concrete_fields][1:]))
+        for m in (Finding, ToolDay, FindingDay, PatternDay, MessageTemplate)
+    ]
+    days = TemplateDay.objects.values_list("template_id", "day", "source", "scenario", "policy_name", "sent")
+    tables.append(sorted((keys[t], *rest) for t, *rest in days))
+    tables.append(sorted(Run.objects.values_list("id", "finding_kinds", "rule_set", "rolled_up", "stop_signature")))
+    return tables
+
+
+def test_runs_written_together_are_diagnosed_from_the_values_written_as_a_recompute_reads_them_back():
+    from tracer.intake.record import runs_record
+
+    runs = runs_record(arrivals=[files.item_arrival(data=d) for d in (REFUSED_THRICE, LEAKY, LEAKY)])
+    assert Run.objects.get(pk=runs[1].pk).finding_kinds == "internal-detail-leak"
+    leaks = Finding.objects.filter(run_id=runs[1].pk, kind="internal-detail-leak").values_list("evidence", flat=True)
+    assert leaks and all(LEAKED_KEY not in text for text in leaks)  # what was written: redacted
+    at_ingest = _diagnosed()
+    diagnosis.findings_recompute()
+    assert _diagnosed() == at_ingest

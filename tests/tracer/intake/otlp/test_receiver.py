@@ -363,7 +363,7 @@ def test_receiving_takes_the_same_statements_whatever_the_steps_and_no_savepoint
 
     from tracer import diagnosis
 
-    monkeypatch.setattr(diagnosis, "runs_diagnose_safely", lambda run_ids: None)
+    monkeypatch.setattr(diagnosis, "runs_diagnose_safely", lambda **runs: None)
 
     user, _, secret = sender
     runs = sorted((r for r in bench_runs(60) if r["stop_reason"] == "final_answer"), key=lambda r: len(r["steps"]))
