@@ -12,9 +12,9 @@ a digest of every finding and rollup row (dates left out), equal between two tre
 alike (the two differ from each other: at ingest a trace split over two requests is diagnosed once
 and then again, which leaves rollup rows at zero, and a template's example is the first run of its
 request that sent it). ``--profile`` prints cProfile's top functions of the
-diagnosis while receiving, by CPU time (``RLT_BENCH_SORT=cumulative`` to sort otherwise).
+diagnosis while receiving, by CPU time (``--sort cumulative`` to sort otherwise).
 
-    .venv/bin/python tests/bench/bench_diagnosis.py [--rounds 3] [--profile]
+    .venv/bin/python tests/bench/bench_diagnosis.py [--rounds 3] [--profile [--sort cumulative]]
 
 The tree measured is the one it is run from (``cd ../main && .venv/bin/python
 ../wt/tests/bench/bench_diagnosis.py`` measures main with this file) to compare a change before and
@@ -43,6 +43,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sort", default="tottime", help="the profile's order: tottime, cumulative, …")
     args = parser.parse_args()
     sys.path.insert(0, str(Path.cwd()))
     sys.path.insert(1, str(BENCH.parents[1]))
@@ -134,8 +135,6 @@ def main() -> int:
             for model in (Finding, ToolDay, FindingDay, TemplateDay, PatternDay, MessageTemplate)
         ]
         dump.append(sorted(Run.objects.values_list("external_id", "finding_kinds", "rule_set", "rolled_up")))
-        if os.environ.get("RLT_BENCH_DUMP"):
-            Path(os.environ["RLT_BENCH_DUMP"] + str(time.time())).write_text("\n".join(map(repr, dump)))
         return hashlib.sha1(repr(dump).encode()).hexdigest()[:12]
 
     off, on, diagnosing = [], [], []
@@ -171,8 +170,7 @@ def main() -> int:
     print(f"  diagnosing them read back:  {read_back:.2f} s CPU ({100 * read_back / base:.1f} %)")
     print(f"  {findings} findings; digest at ingest {at_ingest}, read back {again}")
     if profile:
-        order = os.environ.get("RLT_BENCH_SORT", "tottime")
-        pstats.Stats(profile).sort_stats(order).print_stats(int(os.environ.get("RLT_BENCH_TOP", "30")))
+        pstats.Stats(profile).sort_stats(args.sort).print_stats(30)
     return 0
 
 
