@@ -687,7 +687,15 @@ class ToolDay(Scoped):
                 fields=["tool", "day", "source", "scenario", "policy_name", "model_name"], name="toolday_unique"
             )
         ]
-        indexes = [models.Index(fields=["day", "tool"], name="toolday_day_idx")]
+        indexes = [
+            models.Index(fields=["day", "tool"], name="toolday_day_idx"),
+            # the few rows with wasted tokens, which the Tools page prices by model and day
+            models.Index(
+                fields=["tool", "model_name", "day"],
+                condition=models.Q(wasted_input_tokens__gt=0) | models.Q(wasted_output_tokens__gt=0),
+                name="toolday_wasted_idx",
+            ),
+        ]
 
 
 class FindingDay(Scoped):

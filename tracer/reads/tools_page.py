@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 
-from django.db.models import Max, Min, Sum
+from django.db.models import Max, Min, Q, Sum
 from django.utils.safestring import SafeString
 
 from agents.diagnosis.kinds import BY_KEY
@@ -147,7 +147,7 @@ def tools_page(*, scope: Scope, tool: str = "") -> ToolsPage:
         else []
     )
     wasted = list(
-        rows.exclude(wasted_input_tokens=0, wasted_output_tokens=0)
+        rows.filter(Q(wasted_input_tokens__gt=0) | Q(wasted_output_tokens__gt=0))  # toolday_wasted_idx
         .values("tool", "model_name", "day")
         .annotate(wasted_input_tokens=Sum("wasted_input_tokens"), wasted_output_tokens=Sum("wasted_output_tokens"))
         .order_by()
