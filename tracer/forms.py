@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from django import forms
@@ -139,15 +141,13 @@ class RunFilterForm(forms.Form):
     def __init__(
         self, *args: Any, scenarios: list[str], policies: list[str], tags: list[str] | None = None, **kwargs: Any
     ) -> None:
-        """``tags``: the tags reviewers have used (the tag filter's choices)."""
+        """``tags``: the tags reviewers have used (the tag filter's choices). The fields come from
+        ``run_filter_fields``, shared by every form of the same choices in this process: nothing changes
+        a field once made but the experiment filter's options, so that one field is this form's own."""
+        self.base_fields = {}  # Django deep-copies these into ``fields``: the shared ones are used instead
         super().__init__(*args, **kwargs)
-        # a search too short is the server's to refuse, in words: the browser's own check would keep
-        # htmx from asking, and the rows of the search before would stay under the new text
-        if "q" in self.fields:  # the pages that take the list's filters without its search have none
-            self.fields["q"].widget.attrs.pop("minlength", None)
-        self.fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
-        self.fields["policy"].choices = BLANK + [(p, p) for p in policies]
-        self.fields["tag"].choices = BLANK + [(t, t) for t in tags or []]
+        self.fields = dict(run_filter_fields(tuple(scenarios), tuple(policies), tuple(tags or ())))
+        self.fields["experiment"] = copy.deepcopy(self.fields["experiment"])
 
     def offer_experiments(self, experiments: Sequence[Any]) -> None:
         """The experiment filter's choices (``reads.experiment_page.experiment_choices``); the filter takes any
@@ -160,6 +160,22 @@ class RunFilterForm(forms.Form):
         data["policy_name"] = data.pop("policy", "")
         data["experiment_id"] = data.pop("experiment", None)
         return data
+
+
+@lru_cache(maxsize=8)
+def run_filter_fields(scenarios: tuple[str, ...], policies: tuple[str, ...], tags: tuple[str, ...]) -> dict:
+    """``RunFilterForm``'s fields offering these scenarios, policies and tags, made once per process
+    for each set of them (a new scenario, policy or tag is a new set, so the choices follow the
+    runs); copying every field and normalizing their choices for each request cost the runs list
+    more than its queries. Never changed once made: a form that changes a field copies it first."""
+    fields = copy.deepcopy(RunFilterForm.base_fields)
+    # a search too short is the server's to refuse, in words: the browser's own check would keep
+    # htmx from asking, and the rows of the search before would stay under the new text
+    fields["q"].widget.attrs.pop("minlength", None)
+    fields["scenario"].choices = BLANK + [(s, s) for s in scenarios]
+    fields["policy"].choices = BLANK + [(p, p) for p in policies]
+    fields["tag"].choices = BLANK + [(t, t) for t in tags]
+    return fields
 
 
 def _naming_valid(field: forms.ChoiceField, what: str) -> None:

@@ -394,3 +394,22 @@ def test_the_live_poll_costs_the_same_for_1_and_20_active_runs(admin_client):
     single = queries(admin_client, LIVE, {"v": [f"{r.pk}.9.running" for r in one]}, headers=HTMX)
     many = [running() for _ in range(20)]
     assert queries(admin_client, LIVE, {"v": [f"{r.pk}.9.running" for r in many]}, headers=HTMX) == single
+
+
+def test_the_filters_offer_a_new_scenario_and_policy_as_soon_as_a_run_has_one(admin_client):
+    RunFactory(scenario="refund-too-old", policy_name="starter")
+
+    def offered(name: str) -> list[str]:
+        response = admin_client.get(RUNS)
+        return [o["value"] for o in page(response).select(f"#run-filters select[name={name}] option") if o["value"]]
+
+    assert offered("scenario") == ["refund-too-old"] and offered("policy") == ["starter"]
+    RunFactory(scenario="lookup-flaky", policy_name="structured")
+    assert offered("scenario") == ["lookup-flaky", "refund-too-old"]
+    assert offered("policy") == ["starter", "structured"]
+    # a choice picked stays picked, and the next page without it picks none
+    response = admin_client.get(RUNS, {"scenario": "lookup-flaky"})
+    chosen = page(response).select("#run-filters select[name=scenario] option[selected]")
+    assert [o["value"] for o in chosen] == ["lookup-flaky"]
+    chosen = page(admin_client.get(RUNS)).select("#run-filters select[name=scenario] option[selected]")
+    assert [o["value"] for o in chosen] == [""]

@@ -280,17 +280,27 @@ def filter_widget(field: BoundField) -> str:
     value = field.value()
     name = _escape(field.html_name)
     if isinstance(widget, forms.Select):
-        chosen = "" if value is None else str(value)
-        options = "".join(
-            f'<option value="{_escape(v)}"{" selected" if str(v) == chosen else ""}>{_escape(label)}</option>'
-            for v, label in widget.choices
-        )
+        chosen = _escape("" if value is None else value)
+        # the chosen value's options marked (escaping is one to one: equal values, equal escapes)
+        options = _options(widget).replace(f'<option value="{chosen}">', f'<option value="{chosen}" selected>')
         return mark_safe(f'<select name="{name}"{_attributes(attrs)}>{options}</select>')  # each part escaped
     input_type = _escape(attrs.pop("type", getattr(widget, "input_type", "text")))
     shown = widget.format_value(value)
     if shown is not None:
         attrs["value"] = shown
     return mark_safe(f'<input type="{input_type}" name="{name}"{_attributes(attrs)}>')  # each part escaped
+
+
+def _options(widget: forms.Select) -> str:
+    """A select's options, none selected, each value and label escaped; kept on the widget for as long
+    as its choices are the same list (a form's fields shared between requests: ``RunFilterForm``)."""
+    choices = widget.choices
+    kept = getattr(widget, "_options_html", None)
+    if kept is not None and kept[0] is choices:
+        return kept[1]
+    options = "".join(f'<option value="{_escape(v)}">{_escape(label)}</option>' for v, label in choices)
+    widget._options_html = (choices, options)
+    return options
 
 
 def _attributes(attrs: dict[str, Any]) -> str:
@@ -317,6 +327,21 @@ def filter_fields(form: forms.Form, skip: str = "", grow: str = "") -> str:
         title = f' title="{_escape(field.help_text)}"' if field.help_text else ""
         parts.append(f"<label{css}{title}>{_escape(capfirst(field.label))} {filter_widget(field)}</label>")
     return mark_safe("\n".join(parts))  # every value in each part is escaped
+
+
+@register.simple_tag
+def filter_errors(form: forms.Form, skip: str = "") -> SafeString:
+    """Each field's errors as ``<p class="error">Label: message</p>``, in the fields' order, escaped;
+    ``skip``: a field whose errors are said elsewhere. Only the fields with errors are looked at."""
+    errors = form.errors
+    return SafeString(  # labels and messages escaped
+        "".join(
+            f'<p class="error">{_escape(capfirst(form[name].label))}: {_escape(message)}</p>'
+            for name in form.fields
+            if name in errors and name != skip
+            for message in errors[name]
+        )
+    )
 
 
 def _option_text(run: Any) -> str:
@@ -359,6 +384,42 @@ def run_url(pk: Any) -> str:
     """The page of run ``pk``, as ``{% url 'tracer:run' pk %}`` writes it, without a ``reverse`` each time
     (a list of runs on a page reversed once per run)."""
     return _run_url(get_script_prefix()).format(int(pk))
+
+
+# The main navigation: each page's URL name, its link's text, and the ability (``access.Abilities``)
+# a user needs to be shown it.
+MAIN_NAV = (
+    ("tracer:runs", "Runs", ""),
+    ("tracer:tools", "Tools", ""),
+    ("tracer:findings", "Findings", ""),
+    ("tracer:compare", "Compare", ""),
+    ("tracer:policies", "Policies", ""),
+    ("tracer:stops", "Stops", ""),
+    ("tracer:launch", "Launch", "launch"),
+    ("tracer:import", "Import", "import_runs"),
+    ("tracer:tokens", "API tokens", ""),
+)
+
+
+@cache
+def _main_nav_urls(prefix: str) -> tuple[tuple[str, str, str], ...]:
+    """``MAIN_NAV`` with each page's URL, escaped, under this script prefix (reversed once per process)."""
+    return tuple((_escape(reverse(name)), label, ability) for name, label, ability in MAIN_NAV)
+
+
+@register.simple_tag(takes_context=True)
+def main_nav(context: template.Context) -> SafeString:
+    """The main navigation's links, in one call: the current page's marked ``aria-current``, Launch
+    and Import only for those who may use them. Nine ``{% url %}`` and their comparisons cost the base
+    template more than the rest of it."""
+    request, can = context.get("request"), context.get("can")
+    path = _escape(request.path) if request is not None else ""
+    links = [
+        f'<a href="{url}" aria-current="page">{label}</a>' if url == path else f'<a href="{url}">{label}</a>'
+        for url, label, ability in _main_nav_urls(get_script_prefix())
+        if not ability or getattr(can, ability, False)
+    ]
+    return SafeString("\n      ".join(links))  # escaped URLs and our own words
 
 
 FAILED_ATTEMPTS_TITLE = "failed attempts: tool tries that failed, whether or not a retry then worked"
