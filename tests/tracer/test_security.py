@@ -157,3 +157,16 @@ def test_pages_are_gzipped_for_browsers_that_accept_it_with_random_padding_again
     # response does not tell an attacker whether a guessed secret matched.
     sizes = {len(admin_client.get(url, HTTP_ACCEPT_ENCODING="gzip").content) for _ in range(6)}
     assert len(sizes | {len(second.content)}) > 1
+
+
+def test_a_session_past_its_expiry_logs_nobody_in_and_a_live_one_does(client, django_user_model):
+    from datetime import timedelta
+
+    from django.contrib.sessions.models import Session
+    from django.utils import timezone
+
+    client.force_login(django_user_model.objects.create_user("someone"))
+    assert client.get(reverse("tracer:runs")).status_code == 200
+    Session.objects.update(expire_date=timezone.now() - timedelta(seconds=1))
+    response = client.get(reverse("tracer:runs"))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
