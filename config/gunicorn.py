@@ -4,6 +4,7 @@
 ``--bind``. Options on the command line override this file.
 """
 
+import gc
 import os
 
 from gunicorn.glogging import Logger
@@ -23,6 +24,13 @@ graceful_timeout = 10
 # gunicorn 25.1+ opens a control socket at one path per user ($HOME/.gunicorn/gunicorn.ctl), which any
 # other gunicorn of that user (another clone, another port) takes over. Nothing here uses it.
 control_socket_disable = True
+
+
+def post_worker_init(worker) -> None:
+    """With Django loaded, its objects (modules, models, settings: most of the process's) are moved out
+    of the cyclic garbage collector's reach: they live as long as the process, and each full
+    collection would otherwise walk them all again during some request."""
+    gc.freeze()
 
 
 class RedactingLogger(Logger):
