@@ -60,19 +60,20 @@ GTHREAD = ("--worker-class", "gthread", "--threads", "4", "config.wsgi")
 
 
 @contextlib.contextmanager
-def gunicorn_serving(*options: str) -> Iterator[int]:
+def gunicorn_serving(*options: str, tree: Path = BASE_DIR) -> Iterator[int]:
     """The app under gunicorn (``config/gunicorn.py``, and ``options`` of gunicorn's over it) on a free
     loopback port, until the block ends; yields the port once it accepts connections. The database is
-    whatever this process's environment names."""
+    whatever this process's environment names; ``tree``: the checkout whose code is served (another
+    one than this: the code before a change, on the same database)."""
     port = free_port()
     env = dict(os.environ, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=secrets.token_urlsafe(40), LOG_LEVEL="WARNING")
     web = subprocess.Popen(
         [
             str(BASE_DIR / ".venv" / "bin" / "gunicorn"),
-            *("-c", str(BASE_DIR / "config" / "gunicorn.py")),
+            *("-c", str(tree / "config" / "gunicorn.py")),
             *("--bind", f"127.0.0.1:{port}", *options),
         ],
-        cwd=BASE_DIR,
+        cwd=tree,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
