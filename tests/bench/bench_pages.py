@@ -2,8 +2,9 @@
 
 It fills a fresh database with ``--runs`` runs of about ``--steps-per-run`` steps each (every
 scenario under the four presets, mostly finished, a few running, stop reasons and verdicts mixed,
-counters consistent with the steps, a few imported runs, an experiment, reviewed guard stops, one
-run of 500 steps), then logs in with Django's test client and requests each page ``--requests``
+counters consistent with the steps, a few imported runs, an experiment, a tenth judged by the model
+judge too and a tenth of those disagreeing with the rules, reviewed guard stops and disagreements,
+one run of 500 steps), then logs in with Django's test client and requests each page ``--requests``
 times after ``--warmup`` requests, and prints p50 / p95 latency and the SQL queries per request.
 Under the table it prints EXPLAIN for the main (slowest) query of the slowest page, and of every
 page slower than ``--slow-ms``, and whether that query uses an index.
@@ -107,6 +108,10 @@ CALLS = {
 GENERIC_CALL = ("lookup_orders", {"customer": "c-200"}, "validation", False, "customer: unknown id")
 WORDS = ("laptop", "stand", "charger", "keyboard", "hub", "monitor", "cable", "mouse", "dock", "headset")
 PASS_RATE = {"structured": 0.85, "message": 0.7, "starter": 0.4, "fragile": 0.3}
+# Runs judged by the model judge (Claude) too, and how often it disagrees with the rules: those are
+# in the review queue beside the guard stops.
+MODEL_JUDGED = 0.1
+MODEL_DISAGREES = 0.1
 
 
 def bar(done: int, total: int, label: str, started: float) -> None:
@@ -347,6 +352,11 @@ class Generator:
             output_tokens=sum(step.output_tokens for step in events),
         )
         search_text = "".join(text + "\n" for step in events if (text := recording._step_values(step).search))
+        judged_by_model = bool(verdict) and not imported and rng.random() < MODEL_JUDGED
+        model_verdict = ""
+        if judged_by_model:
+            other = Run.Verdict.FAIL if verdict == Run.Verdict.PASS else Run.Verdict.PASS
+            model_verdict = other if rng.random() < MODEL_DISAGREES else verdict
         task = f"{scenario or 'imported transcript'} #{number}"
         run = Run(
             experiment=experiment,
@@ -363,6 +373,10 @@ class Generator:
             guard=guard,
             verdict="" if imported else verdict,
             verdict_reason="" if imported or not verdict else f"judged {verdict}",
+            judge="claude" if judged_by_model else None,
+            model_verdict=model_verdict if judged_by_model else None,
+            model_verdict_reason=f"claude-sonnet-4-5: judged {model_verdict}" if judged_by_model else None,
+            judges_disagree=(model_verdict != verdict) if judged_by_model else None,
             final_answer=answer,
             error=message if reason in (Run.StopReason.CRASHED, Run.StopReason.FATAL_ERROR) else "",
             transcript=[{"role": "user", "content": task}]
@@ -439,15 +453,13 @@ def generate(args, rng: random.Random) -> dict:
                     row.run_id = run.pk
                     flat.append(row)
             Step.objects.bulk_create(flat, batch_size=1000)
-            guard_stops = [
-                r for r in runs if r.stop_reason in (Run.StopReason.CONSECUTIVE_ERRORS, Run.StopReason.MAX_STEPS)
-            ]
+            in_queue = [r for r in runs if r.stop_reason in Run.GUARD_STOPS or r.judges_disagree]
             StopReview.objects.bulk_create(
                 [
                     StopReview(
                         run_id=r.pk, verdict=rng.choice(StopReview.Verdict.values), note="looked at in the bench"
                     )
-                    for r in guard_stops
+                    for r in in_queue
                     if rng.random() < 0.4
                 ]
             )
