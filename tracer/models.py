@@ -104,6 +104,12 @@ class Experiment(models.Model):
         return self.total_runs > 0 and self.finished_runs >= self.total_runs
 
 
+# Stop reasons that mean a guard of the harness stopped the run.
+GUARD_STOP_REASONS = (vocabulary.StopReason.CONSECUTIVE_ERRORS.value, vocabulary.StopReason.MAX_STEPS.value)
+# The review queue: guard stops, and runs whose two judges disagree.
+IN_REVIEW_QUEUE = models.Q(stop_reason__in=GUARD_STOP_REASONS) | models.Q(judges_disagree=True)
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -293,6 +299,19 @@ class Run(models.Model):
                 fields=["stop_reason"],
                 condition=models.Q(stop_signature__isnull=True, stop_reason__in=["consecutive_errors", "max_steps"]),
                 name="run_stop_unsigned_idx",
+            ),
+            # The review queue (``reads.stops_page``: guard stops, and runs whose two judges disagree), a few
+            # percent of the runs: its pages newest first, and its tabs' counts and filter choices read
+            # from these alone (policy and experiment in them, so no run is read to count it).
+            models.Index(
+                fields=["-created_at", "-id", "policy_name", "experiment"],
+                condition=IN_REVIEW_QUEUE,
+                name="run_queue_created_idx",
+            ),
+            models.Index(
+                fields=["policy_name", "-created_at", "-id", "experiment"],
+                condition=IN_REVIEW_QUEUE,
+                name="run_queue_policy_idx",
             ),
             models.Index(fields=["verdict", "-created_at", "-id"], name="run_verdict_created_idx"),
             # The review queue's runs whose two judges disagree (few).

@@ -12,19 +12,19 @@ from django.core.paginator import Page, Paginator
 from django.db.models import (
     BooleanField,
     Count,
+    Exists,
     F,
+    OuterRef,
     Q,
     QuerySet,
-    Window,
 )
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import RowNumber
 
 from ..divergence import (
     attempt_outcome,
     canonical,
 )
-from ..models import Experiment, Run, Step, StopReview
+from ..models import GUARD_STOP_REASONS, Experiment, Run, Step, StopReview
 from ..signatures import SIGNATURE_STEP_FIELDS, stop_key
 from .common import HEAVY_FIELDS, not_archived
 from .peers import PAIRINGS, run_policy_peers
@@ -105,7 +105,15 @@ UNSIGNED_GUARD_STOP = RawSQL(
 
 # The queue's kind for runs whose two judges (the rules and the model judge) disagree.
 JUDGES_DISAGREE = "judges_disagree"
-IN_QUEUE = Q(stop_reason__in=GUARD_STOPS) | Q(judges_disagree=True)
+# In the queue (``models.IN_REVIEW_QUEUE``), as the literal condition of run_queue_created_idx and
+# run_queue_policy_idx: each read of the whole queue (its pages, the tabs' counts, the filter's choices)
+# then reads one of those instead of every run.
+# Unqualified: a subquery reads the runs under another alias, and no table the queue joins has these names.
+IN_QUEUE = RawSQL(
+    f"(stop_reason IN ({', '.join(repr(str(r)) for r in GUARD_STOP_REASONS)}) OR judges_disagree)",
+    [],
+    output_field=BooleanField(),
+)
 
 
 def stops_filtered(*, policy: str = "", experiment_id: int | None = None, stop_reason: str = "") -> QuerySet[Run]:
@@ -148,14 +156,17 @@ def stop_queue(*, state: str = "unreviewed", **filters: Any) -> QuerySet[Run]:
         .prefetch_related("review__tags")
     )
     if state == "unreviewed":
-        stops = stops.filter(review__isnull=True)
+        # NOT EXISTS rather than the review join's IS NULL: PostgreSQL then estimates how many stops are
+        # left and reads the queue's index newest first until the page is full, instead of every stop.
+        stops = stops.filter(~Exists(StopReview.objects.filter(run_id=OuterRef("pk"))))
     elif state == "reviewed":
         stops = stops.filter(review__isnull=False)
     return stops.order_by("-created_at", "-id")
 
 
 def stop_filter_values() -> dict[str, list]:
-    """The stop queue's filter choices: policies and experiments that have guard stops (two queries)."""
+    """The stop queue's filter choices: policies and experiments with runs in the queue (two queries,
+    each reading the queue's own index, not the runs)."""
     stops = Run.objects.filter(IN_QUEUE).order_by()
     policies = sorted(p for p in stops.values_list("policy_name", flat=True).distinct() if p)
     experiment_ids = stops.filter(experiment__isnull=False).values("experiment_id")
@@ -225,17 +236,15 @@ def stops_identical(*, run: Run) -> list[Run]:
 def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     """Each stopped run with its last failing calls, a run of the same scenario under another policy, and
     how many unreviewed stops are identical to it. The same queries whatever the number of runs and steps."""
-    ids = [r.pk for r in runs]
     tail: dict[int, list[Step]] = defaultdict(list)
-    last_steps = (
-        Step.objects.filter(run_id__in=ids)
-        .annotate(from_end=Window(RowNumber(), partition_by=F("run_id"), order_by=F("index").desc()))
-        .filter(from_end__lte=TRAILING_STEPS)
-        .order_by("run_id", "index")
-        .defer("text")  # the model's words beside a call, which the queue does not show
-    )
-    for step in last_steps:
-        tail[step.run_id].append(step)
+    # Each run's last steps as a range of its (run, index) key, its last step's index being its step
+    # count: a long run's other steps are not read.
+    ends = Q()
+    for run in runs:
+        ends |= Q(run_id=run.pk, index__gt=run.step_count - TRAILING_STEPS)
+    if ends:
+        for step in Step.objects.filter(ends).order_by("run_id", "index"):
+            tail[step.run_id].append(step)
     peers = run_policy_peers(runs=runs, finished=True)
     keys = {run.pk: run_stop_key(run, tail[run.pk][-1] if tail[run.pk] else None) for run in runs}
     alike = unreviewed_identical(keys=keys.values(), kinds=[(r.scenario, r.policy_name, r.stop_reason) for r in runs])

@@ -1,6 +1,8 @@
 """Reads of the stop queue: failing calls grouped, the queue and its counts, each stop's case."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.factories import (
     RunFactory,
@@ -10,6 +12,7 @@ from tests.factories import (
     refund_too_old_structured,
     run_with_steps,
     step_row,
+    steps_grow,
     tool_step,
 )
 from tracer.models import Run
@@ -81,3 +84,62 @@ def test_stops_signed_and_not_yet_signed_count_alike_as_identical():
     # four unreviewed stops of one signature: each unreviewed one has three others, the reviewed one four
     assert cases == {signed[0].pk: 4, signed[1].pk: 3, signed[2].pk: 3, unsigned[0].pk: 3, unsigned[1].pk: 3}
     assert {r.pk for r in stops_page.stops_identical(run=signed[1])} == {signed[2].pk, *(r.pk for r in unsigned)}
+
+
+def test_a_long_guard_stops_card_shows_the_last_twelve_failing_steps_in_order():
+    run = RunFactory(stop_reason=Run.StopReason.MAX_STEPS, step_count=40, tool_call_count=40, error_count=40)
+    steps_grow(run, 40)
+    [case] = stops_page.stop_cases(runs=[run])
+    assert [s.index for s in case.errors] == list(range(29, 41))
+
+
+def test_the_queue_holds_guard_stops_and_disagreeing_judges_and_its_filter_offers_their_policies():
+    stop = guard_stop(policy_name="structured")
+    disagree = RunFactory(policy_name="message", verdict="pass", model_verdict="fail", judges_disagree=True)
+    StopReviewFactory(run=disagree)
+    RunFactory(policy_name="starter", verdict="pass", model_verdict="pass", judges_disagree=False)
+    RunFactory(policy_name="fragile", stop_reason=Run.StopReason.CRASHED)
+    assert stops_page.stop_filter_values()["policies"] == ["message", "structured"]
+    assert stops_page.stop_counts() == {"all": 2, "reviewed": 1, "unreviewed": 1}
+    assert stops_page.stop_counts(policy="message") == {"all": 1, "reviewed": 1, "unreviewed": 0}
+    assert [r.pk for r in stops_page.stop_queue(state="unreviewed")] == [stop.pk]
+    assert [r.pk for r in stops_page.stop_queue(state="all")] == [disagree.pk, stop.pk]
+    assert [r.pk for r in stops_page.stop_queue(state="reviewed", stop_reason="judges_disagree")] == [disagree.pk]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans (SQLite's: test_query_plans.py)")
+@pytest.mark.parametrize("state", ["unreviewed", "reviewed", "all"])
+def test_a_queue_page_reads_the_queues_index_newest_first_on_postgresql(state):
+    """The page is the first entries of run_queue_created_idx (the unreviewed ones by an anti join that
+    stops once the page is full), not every stop sorted; a test table is too small for the planner to
+    prefer an index, so sequential scans and sorts are priced out."""
+    guard_stop()
+    sql, params = stops_page.stop_queue(state=state)[:20].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "run_queue_created_idx" in plan and "Sort  (" not in plan, plan
+    if state == "unreviewed":
+        assert "Anti Join" in plan, plan
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans (SQLite's: test_query_plans.py)")
+def test_the_queues_counts_and_choices_read_only_the_queues_indexes_on_postgresql():
+    guard_stop()
+    with CaptureQueriesContext(connection) as ctx:
+        stops_page.stop_filter_values()
+        stops_page.stop_counts()
+        stops_page.stop_counts(policy="structured")
+    plans = []
+    for query in ctx.captured_queries:
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN " + query["sql"].replace("%", "%%"))
+            plans.append("\n".join(row[0] for row in cursor.fetchall()))
+    # the policies, the experiments (by id, from the queue's runs), the two counts
+    assert len(plans) == 4, plans
+    for plan in (plans[0], plans[2], plans[3]):
+        assert "run_queue_" in plan and "Seq Scan on tracer_run" not in plan, plan
