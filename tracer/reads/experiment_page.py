@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from ..models import Experiment, Run
-from .common import HEAVY_FIELDS
 from .peers import experiment_repeats
 
 
@@ -42,9 +41,38 @@ def experiment_choices(*, selected: Iterable[int] = (), limit: int = 20) -> list
     return experiments
 
 
+# What the experiment page reads of each run: its row (``tracer_tags.experiment_run_row``), its progress,
+# its compare pairs and its review; the run's other columns are left in the table.
+EXPERIMENT_RUN_COLUMNS = (
+    "experiment_id",
+    "scenario",
+    "policy_name",
+    "model_backend",
+    "model_name",
+    "source",
+    "source_detail",
+    "status",
+    "step_count",
+    "error_count",
+    "failed_attempt_count",
+    "retry_count",
+    "stop_reason",
+    "verdict",
+    "judge",
+    "rerun_of_id",
+    "created_at",
+    "enqueued_at",
+    "started_at",
+)
+REVIEW_COLUMNS = tuple(
+    f"review__{name}"
+    for name in ("verdict", "verdict_override", "override_reason", "note", "reviewed_at", "reviewer__username")
+)
+
+
 def experiment_runs(*, experiment: Experiment) -> list[Run]:
     """An experiment's top-level runs, each with its review (an override shows beside the judge's verdict)."""
-    runs = experiment.runs.filter(parent__isnull=True).defer(*HEAVY_FIELDS).order_by("id")
+    runs = experiment.runs.filter(parent__isnull=True).only(*EXPERIMENT_RUN_COLUMNS, *REVIEW_COLUMNS).order_by("id")
     return list(runs.select_related("review__reviewer").prefetch_related("review__tags"))
 
 

@@ -448,6 +448,44 @@ def failures(run: Any) -> str:
     return failures_words(int(run.error_count), int(run.failed_attempt_count))
 
 
+def _stop_cell(run: Any) -> str:
+    reason = run.stop_reason
+    return f'<span class="stop {_escape(reason)}">{_escape(STOP_LABELS.get(reason, reason))}</span>' if reason else ""
+
+
+def _verdict_cell(context: template.Context, run: Any) -> str:
+    """A run's verdict cell in a list of runs: the judge's verdict, or unjudged; a reviewed run's is
+    ``review.html``'s ``review-cell`` (the override and tags beside it)."""
+    if getattr(run, "review", None) is not None:
+        with context.push(run=run):
+            return get_template("tracer/review.html#review-cell").render(context.flatten())
+    if run.verdict:
+        return f'<span class="verdict {_escape(run.verdict)}">{_escape(run.verdict)}</span>'
+    return "" if run.is_active else '<span class="unjudged" title="no verdict: neither pass nor fail">unjudged</span>'
+
+
+@register.simple_tag(takes_context=True)
+def experiment_run_row(context: template.Context, run: Any) -> str:
+    """One row of an experiment page's runs (its ``<tr>``), made in one call as ``run_row`` makes the
+    runs list's: every text from the run escaped, numbers as ints."""
+    e = _escape
+    run_url = context.render_context.get("experiment_run_row") or context.render_context.setdefault(
+        "experiment_run_row", _run_url(get_script_prefix())
+    )
+    pk = int(run.pk)
+    rerun = f' <span class="muted">re-run of #{int(run.rerun_of_id)}</span>' if run.rerun_of_id else ""
+    status = e(run.status)
+    return SafeString(  # every value from the run is escaped or an int
+        f'<tr class="{"active" if run.is_active else ""}">'
+        f'<td><a href="{e(run_url.format(pk))}">#{pk}</a>{rerun}</td>'
+        f"<td>{e(run.scenario)}</td><td>{e(run.policy_name)}</td><td>{_badge(run)}</td>"
+        f'<td><span class="status {status}">{status}</span></td>'
+        f'<td class="num">{int(run.step_count)}</td><td class="num">{errors_cell(run)}</td>'
+        f'<td class="num">{int(run.retry_count)}</td>'
+        f"<td>{_stop_cell(run)}</td><td>{_verdict_cell(context, run)}</td></tr>"
+    )
+
+
 @register.simple_tag(takes_context=True)
 def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     """One row of the runs list (its ``<tr id="run-row-N">``), made in one call: fifty rows through
@@ -462,17 +500,8 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
         if wasted
         else ""
     )
-    reason = run.stop_reason
-    stop = f'<span class="stop {e(reason)}">{e(STOP_LABELS.get(reason, reason))}</span>' if reason else ""
-    if getattr(run, "review", None) is not None:
-        with context.push(run=run):
-            verdict = get_template("tracer/review.html#review-cell").render(context.flatten())
-    elif run.verdict:
-        verdict = f'<span class="verdict {e(run.verdict)}">{e(run.verdict)}</span>'
-    else:
-        verdict = (
-            "" if run.is_active else '<span class="unjudged" title="no verdict: neither pass nor fail">unjudged</span>'
-        )
+    stop = _stop_cell(run)
+    verdict = _verdict_cell(context, run)
     # the time zone and the run page's URL, looked up once for all the rows of one rendering
     tz, run_url = context.render_context.get("run_row") or context.render_context.setdefault(
         "run_row", (get_current_timezone(), _run_url(get_script_prefix()))
