@@ -17,7 +17,8 @@ after, with the ratio, and the load average of each round.
         --after-db postgres://postgres@127.0.0.1:5432/kept_b
 
 The pages are bench_pages' (its dataset: a 15-step run, the 500-step run, refund-too-old under starter
-and structured, "bench experiment"), the Tools and Findings pages too; ``--profile PAGE`` prints a
+and structured, "bench experiment"; the stop queue also as a member of the reviewer group, who gets a
+review form on each card), the Tools and Findings pages too; ``--profile PAGE`` prints a
 pyinstrument profile of one page in each child.
 """
 
@@ -41,6 +42,7 @@ PAGES = (
     "policies matrix",
     "stops queue",
     "stops queue, all",
+    "stops queue, a reviewer",
     "experiment page",
     "tools page",
     "findings page",
@@ -64,12 +66,14 @@ def child(args) -> int:
 
     django.setup()
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
     from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
+    from tracer.access import REVIEWER_GROUP
     from tracer.models import Experiment, Run
 
     t0 = time.perf_counter()
@@ -79,6 +83,11 @@ def child(args) -> int:
     user, _ = get_user_model().objects.get_or_create(username="bench")
     client = Client()
     client.force_login(user)
+    # The stop queue as a reviewer sees it: each card with its review form.
+    rita, _ = get_user_model().objects.get_or_create(username="bench-reviewer")
+    rita.groups.add(Group.objects.get(name=REVIEWER_GROUP))
+    reviewer = Client()
+    reviewer.force_login(rita)
     finished = Run.objects.filter(status=Run.Status.FINISHED, parent__isnull=True).exclude(scenario="")
     run = finished.filter(step_count=15, stop_reason=Run.StopReason.FINAL_ANSWER).order_by("-id").first()
     long = Run.objects.filter(step_count=500).order_by("-id").first()
@@ -96,6 +105,7 @@ def child(args) -> int:
                 reverse("tracer:policies"),
                 reverse("tracer:stops"),
                 reverse("tracer:stops") + "?state=all",
+                reverse("tracer:stops"),
                 reverse("tracer:experiment", args=[experiment.pk]),
                 reverse("tracer:tools"),
                 reverse("tracer:findings"),
@@ -105,17 +115,18 @@ def child(args) -> int:
     )
     out = {"migrate_s": migrated, "pages": {}}
     for label, url in urls.items():
+        asker = reviewer if label == "stops queue, a reviewer" else client
         for _ in range(2):
-            if client.get(url).status_code != 200:
+            if asker.get(url).status_code != 200:
                 raise SystemExit(f"{url}: not 200")
         wall, cpu = [], []
         for _ in range(args.requests):
             t, c = time.perf_counter(), time.process_time()
-            client.get(url)
+            asker.get(url)
             wall.append((time.perf_counter() - t) * 1000)
             cpu.append((time.process_time() - c) * 1000)
         with CaptureQueriesContext(connection) as ctx:
-            response = client.get(url)
+            response = asker.get(url)
         out["pages"][label] = {
             "p50": statistics.median(wall),
             "cpu": statistics.median(cpu),
