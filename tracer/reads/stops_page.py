@@ -148,10 +148,16 @@ def stop_page(*, state: str, counts: dict[str, int], number: Any, **filters: Any
     return paginator.get_page(number)
 
 
+# A run's JSON columns a card never shows, besides ``HEAVY_FIELDS``: left unread and undecoded.
+QUEUE_UNSHOWN = ("tools", "failed_model_call", "rolled_up")
+# What a card reads of its run's last steps (``tripping_errors``, ``failing_calls``, the signature).
+TAIL_STEP_FIELDS = ("run_id", "index", "input", *SIGNATURE_STEP_FIELDS)
+
+
 def stop_queue(*, state: str = "unreviewed", **filters: Any) -> QuerySet[Run]:
     stops = (
         stops_filtered(**filters)
-        .defer(*HEAVY_FIELDS)
+        .defer(*HEAVY_FIELDS, *QUEUE_UNSHOWN)
         .select_related("review__reviewer")
         .prefetch_related("review__tags")
     )
@@ -243,7 +249,7 @@ def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     for run in runs:
         ends |= Q(run_id=run.pk, index__gt=run.step_count - TRAILING_STEPS)
     if ends:
-        for step in Step.objects.filter(ends).order_by("run_id", "index"):
+        for step in Step.objects.filter(ends).only(*TAIL_STEP_FIELDS).order_by("run_id", "index"):
             tail[step.run_id].append(step)
     peers = run_policy_peers(runs=runs, finished=True)
     keys = {run.pk: run_stop_key(run, tail[run.pk][-1] if tail[run.pk] else None) for run in runs}
