@@ -289,14 +289,16 @@ class Run(models.Model):
             # "stop_reason" alone, 100,000 runs took SQLite 25 ms to sort); the stop queue's
             # stop_reason IN (...) reads the first.
             models.Index(fields=["stop_reason", "-created_at", "-id"], name="run_stop_created_idx"),
-            # The stop queue's identical stops, and the guard stops not yet given a signature.
+            # The stop queue's identical stops (id included: PostgreSQL counts them from the index alone),
+            # and the guard stops not yet given a signature, by the kinds a page asks for (PostgreSQL
+            # otherwise reads every guard stop through the queue's indexes to find these few).
             models.Index(
-                fields=["stop_signature"],
+                fields=["stop_signature", "id"],
                 condition=models.Q(stop_signature__isnull=False),
                 name="run_stop_signature_idx",
             ),
             models.Index(
-                fields=["stop_reason"],
+                fields=["stop_reason", "scenario", "policy_name"],
                 condition=models.Q(stop_signature__isnull=True, stop_reason__in=["consecutive_errors", "max_steps"]),
                 name="run_stop_unsigned_idx",
             ),

@@ -143,3 +143,23 @@ def test_the_queues_counts_and_choices_read_only_the_queues_indexes_on_postgresq
     assert len(plans) == 4, plans
     for plan in (plans[0], plans[2], plans[3]):
         assert "run_queue_" in plan and "Seq Scan on tracer_run" not in plan, plan
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans (SQLite's: test_query_plans.py)")
+def test_identical_stops_are_counted_from_their_own_indexes_on_postgresql():
+    """The signed ones from run_stop_signature_idx, the few not yet signed from run_stop_unsigned_idx,
+    not every guard stop read through the queue's indexes (17 to 26 ms at 100,000 runs)."""
+    run = guard_stop()
+    with CaptureQueriesContext(connection) as ctx:
+        stops_page.unreviewed_identical(
+            keys=["0123456789abcdef"], kinds=[(run.scenario, run.policy_name, run.stop_reason)]
+        )
+    plans = []
+    for query in ctx.captured_queries:
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN " + query["sql"].replace("%", "%%"))
+            plans.append("\n".join(row[0] for row in cursor.fetchall()))
+    assert len(plans) == 2, plans
+    assert "run_stop_signature_idx" in plans[0] and "run_queue_" not in plans[0], plans[0]
+    assert "run_stop_unsigned_idx" in plans[1] and "run_queue_" not in plans[1], plans[1]
