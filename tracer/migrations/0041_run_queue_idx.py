@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tracer", "0038_policyvariant_archived"),
+        ("tracer", "0040_toolday_wasted_index"),
     ]
 
     operations = [
