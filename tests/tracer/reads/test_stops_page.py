@@ -29,7 +29,7 @@ def test_failing_calls_group_repeats_and_keep_each_error_text_once():
     ]
     [call] = stops_page.failing_calls(steps)
     assert call.tool_name == "free_slots" and call.times == 3
-    assert call.errors == [("validation · not retryable", "bad date", 6)]
+    assert call.errors == [("validation · not retryable", "bad date", 6, 1, 1)]  # first said at step 1, attempt 1
     assert call.model_saw == "Error"
 
 
