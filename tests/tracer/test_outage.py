@@ -22,7 +22,7 @@ def client_of_a_lost_database(admin_user):
     client = Client(raise_request_exception=False)
     client.force_login(admin_user)
     with mock.patch(
-        "django.contrib.sessions.backends.db.SessionStore.load",
+        "tracer.sessions.SessionStore._session_data_read",
         side_effect=OperationalError('connection to server at "127.0.0.1", port 5432 failed: Connection refused'),
     ):
         yield client
