@@ -55,12 +55,9 @@ def _counted(x: str) -> str:
 
 
 def _duration_us(x: str, vendor: str) -> str:
-    if vendor == "postgresql":
-        seconds = f"EXTRACT(EPOCH FROM ({x}.finished_at - {x}.started_at))"
-        diff = f"CAST(ROUND({seconds} * 1000000) AS BIGINT)"
-    else:
-        diff = f"CAST(ROUND((julianday({x}.finished_at) - julianday({x}.started_at)) * 86400000000.0) AS INTEGER)"
-    return f"CASE WHEN {x}.started_at IS NOT NULL AND {x}.finished_at IS NOT NULL THEN {diff} ELSE 0 END"
+    """The run's duration as every page gives it (``Run.measured_ms``), in whole microseconds."""
+    integer = "BIGINT" if vendor == "postgresql" else "INTEGER"
+    return f"CAST(ROUND({x}.measured_ms * 1000) AS {integer})"
 
 
 def _stop(x: str, reason: str) -> str:
@@ -85,7 +82,7 @@ SUMS = {
     "imported": lambda x, v: _when(f"{x}.source <> {_q(Run.Source.AGENT)}"),
     "tokens": lambda x, v: f"({x}.input_tokens + {x}.output_tokens)",
     "duration_us": lambda x, v: _duration_us(x, v),
-    "timed": lambda x, v: _when(f"{x}.started_at IS NOT NULL AND {x}.finished_at IS NOT NULL"),
+    "timed": lambda x, v: _when(f"{x}.measured_ms > 0"),
 }
 # The run's columns that decide whether and what it counts: an update touching none of them changes nothing.
 READ_COLUMNS = (
@@ -104,8 +101,7 @@ READ_COLUMNS = (
     "source",
     "input_tokens",
     "output_tokens",
-    "started_at",
-    "finished_at",
+    "measured_ms",
 )
 
 

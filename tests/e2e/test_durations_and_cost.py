@@ -1,5 +1,5 @@
 """A run's duration and cost in Chromium: one figure on the run's header, its picture, the runs list and
-a coordinator's sub-agent line; the pace named apart; "not recorded" for a transcript without timings;
+a coordinator's sub-agent line and the policies page's mean; the pace named apart; "not recorded" for a transcript without timings;
 the list's duration, tokens and cost columns and their sorts; "/" and j/k on the list."""
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ def test_one_duration_on_the_header_the_picture_and_the_list_with_the_pace_apart
     expect(row.locator("td").nth(9)).to_have_text("800 ms")
     expect(row.locator("td").nth(10)).to_have_text("1200000")
     expect(row.locator("td").nth(11)).to_have_text("$2.00")
+
+    # the policies page's mean is of the same figure: not the 30 s of wall time with its pace
+    page.goto(f"{live_server.url}/policies/")
+    expect(page.locator('td[data-label="Duration"]')).to_have_text(["800 ms/run"])
 
 
 def test_a_transcript_without_timings_says_not_recorded_and_an_unpriced_model_unknown(signed_in: Page, live_server):

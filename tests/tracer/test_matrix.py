@@ -84,9 +84,10 @@ def test_a_gap_is_beyond_the_noise_only_when_the_counts_say_so():
 
 def test_totals_sum_each_policys_runs_over_every_scenario():
     start = timezone.now()
-    refund_too_old_starter(started_at=start, finished_at=start + timedelta(seconds=3))
+    # a run's duration is its steps' measured time, as its page says, not its wall time (which holds its pace)
+    refund_too_old_starter(started_at=start, finished_at=start + timedelta(seconds=9), measured_ms=3000)
     refund_too_old_starter(scenario="lookup-flaky", verdict=Run.Verdict.PASS, retry_count=1, wasted_retry_count=0)
-    refund_too_old_structured(started_at=start, finished_at=start + timedelta(seconds=2))
+    refund_too_old_structured(started_at=start, finished_at=start + timedelta(seconds=5), measured_ms=2000)
     guard_stop(scenario="lookup-flaky", input_tokens=50, output_tokens=10, started_at=None)
 
     matrix = policy_matrix()
@@ -97,8 +98,8 @@ def test_totals_sum_each_policys_runs_over_every_scenario():
     assert (starter.tokens, starter.mean_tokens, starter.scenarios) == (980, 490, {"refund-too-old", "lookup-flaky"})
     assert (structured.runs, structured.passes, structured.guard_stops, structured.max_steps_stops) == (2, 1, 1, 0)
     assert structured.tokens == 380 + 60
-    assert structured.mean_duration_s == 2.0  # the guard stop has no start: not timed
-    assert starter.duration_s == pytest.approx(3.0, abs=0.01)
+    assert structured.mean_duration_s == 2.0  # the guard stop recorded no timing: not timed
+    assert (structured.mean_duration_text, starter.duration_s) == ("2.00 s", pytest.approx(3.0, abs=0.01))
 
 
 def test_max_steps_stops_and_guard_stops_are_counted_apart():

@@ -18,7 +18,6 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     FloatField,
-    Func,
     Q,
     QuerySet,
     Sum,
@@ -26,6 +25,7 @@ from django.db.models import (
 
 from ..models import Experiment, MatrixTally, PolicyVariant, Run, StopReview
 from ..stats import Interval, beyond_noise, wilson_interval
+from ..waterfall import seconds_text
 from .common import index_or_zero, not_archived
 
 SCENARIOS_PER_PAGE = 50  # the Policies page's matrix rows per page
@@ -53,8 +53,8 @@ class Tally:
     imported: int = 0  # runs from outside (files, OTLP, the API)
     simulated: int = 0  # runs of the simulated model
     tokens: int = 0  # input and output
-    duration_s: float = 0.0
-    timed: int = 0  # runs with a start and an end, which ``duration_s`` sums
+    duration_s: float = 0.0  # the timed runs' durations (``Run.measured_ms``) summed
+    timed: int = 0  # runs with a recorded duration, which ``duration_s`` sums
 
     def add(self, other: Tally) -> None:
         for name in TALLY_FIELDS:
@@ -93,7 +93,12 @@ class Tally:
 
     @property
     def mean_duration_s(self) -> float | None:
-        return round(self.duration_s / self.timed, 1) if self.timed else None
+        """The mean of the timed runs' durations (``Run.measured_ms``, as each run's page gives it)."""
+        return self.duration_s / self.timed if self.timed else None
+
+    @property
+    def mean_duration_text(self) -> str:
+        return "not recorded" if self.mean_duration_s is None else seconds_text(self.mean_duration_s)
 
 
 TALLY_FIELDS = list(Tally.__dataclass_fields__)
@@ -199,22 +204,6 @@ class Matrix:
         return sum(self.backends.values())
 
 
-class Seconds(Func):
-    """Seconds from the second datetime to the first, in SQL: the matrix sums run durations without
-    Django's datetime subtraction, which SQLite computes in a Python function called once per row."""
-
-    output_field = FloatField()
-    arity = 2
-
-    def as_sqlite(self, compiler, connection, **extra):
-        template = "((julianday(%(expressions)s)) * 86400.0)"
-        return self.as_sql(compiler, connection, template=template, arg_joiner=") - julianday(", **extra)
-
-    def as_postgresql(self, compiler, connection, **extra):
-        template = "EXTRACT(EPOCH FROM (%(expressions)s))"
-        return self.as_sql(compiler, connection, template=template, arg_joiner=" - ", **extra)
-
-
 MATRIX_KEYS = ("scenario", "policy_name", "model_backend", "experiment_id")  # run_matrix_cover_idx's order
 TALLY_KEYS = ("scenario", "policy_name", "model_backend", "experiment")  # MatrixTally's, experiment 0 for none
 # What MatrixTally keeps as it is; the duration it keeps in microseconds. The rest is applied as the matrix reads.
@@ -258,8 +247,8 @@ def matrix_groups(runs: QuerySet, *, of: str = "") -> list[dict[str, Any]]:
             interrupted=Count(of + "id", filter=Q(**{of + "stop_reason": Run.StopReason.INTERRUPTED})),
             imported=Count(of + "id", filter=~Q(**{of + "source": Run.Source.AGENT})),
             tokens=Sum(F(of + "input_tokens") + F(of + "output_tokens")),
-            duration_s=Sum(Seconds(of + "finished_at", of + "started_at")),
-            timed=Count(of + "id", filter=Q(**{of + "started_at__isnull": False, of + "finished_at__isnull": False})),
+            duration_s=Sum(F(of + "measured_ms") / 1000.0, output_field=FloatField()),
+            timed=Count(of + "id", filter=Q(**{of + "measured_ms__gt": 0})),
         )
     )
     return [{**row, **{k: row[of + k] for k in MATRIX_KEYS}} for row in rows if row.get("in_scope", True)]
