@@ -543,14 +543,14 @@ class ImportForm(forms.Form):
         widget=MultipleFileInput(attrs={"accept": ".json,.jsonl,.ndjson,application/json"}),
     )
     scenario = TextField(
+        label="scenario key",
         required=False,
-        max_length=names.SCENARIO_KEY_MAX,
-        validators=[name_validator(names.SCENARIO_KEY_MAX)],
+        validators=[name_validator(names.SCENARIO_KEY_MAX)],  # names the limit too
         help_text="scenario key: runs with the same key compare and share a matrix row (blank: as each file says)",
     )
     policy = TextField(
+        label="policy label",
         required=False,
-        max_length=names.POLICY_NAME_MAX,
         validators=[name_validator(names.POLICY_NAME_MAX)],
         help_text="policy label, a matrix column (blank: as each file says)",
     )

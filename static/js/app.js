@@ -53,7 +53,10 @@ document.addEventListener("htmx:xhr:progress", (event) => {
 document.addEventListener("htmx:afterRequest", (event) => {
   const form = event.target.closest("[data-upload-progress]");
   const text = form && form.querySelector("[data-upload-text]");
-  if (text) text.textContent = event.detail.successful ? "Done: the report is below." : "The upload failed.";
+  if (!text) return;
+  const status = event.detail.xhr ? event.detail.xhr.status : 0;
+  if (status === 400) text.textContent = "Nothing imported: what to change is named below.";
+  else text.textContent = event.detail.successful ? "Done: the report is below." : "The upload failed.";
 });
 
 // [data-swap-errors]: a form whose 400 answer carries the form again with each bad field named; htmx

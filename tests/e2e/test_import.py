@@ -4,6 +4,7 @@ the report, open the imported runs and see where they split; no Content Security
 from __future__ import annotations
 
 import json
+import re
 
 from playwright.sync_api import Page, expect
 
@@ -78,3 +79,32 @@ def test_an_upload_with_an_empty_file_imports_the_others_and_names_the_empty_one
         expect(imported.get_by_role("link", name="run #")).to_have_count(1)
     assert Run.objects.filter(source_detail="starter.json").count() == 2
     assert page.evaluate("window.cspViolations") == []
+
+
+def test_an_upload_under_a_bad_scenario_key_or_policy_label_is_refused_naming_the_rule(
+    signed_in: Page, live_server, tmp_path
+):
+    page = signed_in
+    page.add_init_script(LISTEN)
+    good = tmp_path / "starter.json"
+    good.write_text(json.dumps(starter_transcript()))
+    page.goto(f"{live_server.url}/import/")
+    page.get_by_label("Files").set_input_files([str(good)])
+    page.get_by_label("Scenario key").fill("<script>alert(1)</script>")
+    page.get_by_label("Policy label").fill("Bad Label!")
+    page.get_by_role("button", name="Import").click()
+    rule = "expected lowercase letters, digits, - and _, starting with a letter or digit, at most 100 characters"
+    expect(page.locator("[data-upload-text]")).to_have_text("Nothing imported: what to change is named below.")
+    errors = page.locator("#import-report p.error")
+    expect(errors.filter(has_text="Scenario key:")).to_contain_text(rule)
+    expect(errors.filter(has_text="Policy label:")).to_contain_text("at most 40 characters; got 'Bad Label!'")
+    assert page.evaluate("window.cspViolations") == []  # the key is shown as text, never run
+
+    page.get_by_label("Files").set_input_files([str(good)])
+    page.get_by_label("Scenario key").fill("a" * 101)  # one past the limit: refused, not cut
+    page.get_by_label("Policy label").fill("structured")
+    page.get_by_role("button", name="Import").click()
+    expect(errors.filter(has_text="Scenario key:")).to_have_text(
+        re.compile(r"at most 100 characters; got 101 characters$")
+    )
+    assert not Run.objects.exists()
