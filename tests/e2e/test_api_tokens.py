@@ -20,6 +20,11 @@ def test_a_token_is_made_on_its_page_shown_once_and_revoked(signed_in: Page, liv
     expect(page.get_by_role("heading", level=1)).to_have_text("API tokens")
     expect(page.locator("#token-list")).to_contain_text("No tokens yet")
 
+    page.get_by_label("Name").fill("n" * 101)  # one past the limit: refused naming it, never cut to fit
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator("#token-form")).to_contain_text("at most 100 characters; got 101")
+    assert not ApiToken.objects.exists()
+
     page.get_by_label("Name").fill("support bot on ci")
     page.get_by_role("button", name="Create token").click()
     secret_box = page.locator("#token-secret")

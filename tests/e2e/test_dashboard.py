@@ -166,6 +166,10 @@ def test_create_a_custom_policy_with_a_message_per_invalid_field(signed_in: Page
         "expected lowercase letters, digits, - and _, starting with a letter or digit, at most 40 characters"
     )
     expect(form.locator("#error-max_attempts")).to_contain_text("less than or equal to 10")
+    form.get_by_label("Name").fill("p" * 41)  # one past the limit: refused naming it, never cut to 40
+    form.get_by_role("button", name="Create policy").click()
+    expect(form.locator("#error-name")).to_contain_text("at most 40 characters; got 41")
+    assert not PolicyVariant.objects.filter(name__startswith="ppp").exists()
 
     form.get_by_label("Name").fill("patient-structured")
     form.get_by_label("Max attempts").fill("5")
