@@ -99,7 +99,9 @@ def test_a_model_call_that_never_answers_ends_the_run_at_its_time_limit(fake_api
     fake_api.script(hang(300))
     began = time.monotonic()
     code, out, err = agents_run(RLT_RUN_TIME_LIMIT_S="3")
-    assert time.monotonic() - began < 3 + 10  # the process's start included
+    # far short of the 300 s the call hangs for; the margin is the process's own start, which a
+    # loaded machine can stretch past ten seconds
+    assert time.monotonic() - began < 3 + 60
     assert code == 1 and "the run crashed" in err
     assert "gave no answer within" in out and "the run's time limit (3 s, RLT_RUN_TIME_LIMIT_S) was reached" in out
 
