@@ -331,6 +331,11 @@ def test_a_real_worker_shows_api_waits_and_ends_a_hanging_call_within_the_time_l
         assert "the run's time limit (10 s, RLT_RUN_TIME_LIMIT_S) was reached" in run.error
         assert run.failed_model_call[0]["error_type"] == "timeout"
 
+        # The rest under a limit a loaded machine cannot reach: under 10 s their backoffs and retries
+        # measured the machine's load, not the retries. The first worker's stuck call dies with it.
+        worker.kill()
+        worker = WorkerProcess(env={**claude.env, "RLT_RUN_TIME_LIMIT_S": "120"})
+        worker.wait_ready()
         claude.script(error(529, retry_after=0.2), error(429, retry_after=0.3))
         retried = experiment_launch(scenarios=["lookup-flaky"], policies=["structured"], model_backend="claude")
         run = wait_until(finished(retried), timeout=60, what="the retried run to end", worker=worker)
