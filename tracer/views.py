@@ -655,13 +655,17 @@ def launch(request: HttpRequest) -> HttpResponse:
 @require_GET
 @fragments
 def experiment(request: HttpRequest, pk: int) -> HttpResponse:
+    """An experiment's progress, its summary and compare pairs over all its runs, and a page of its runs."""
     exp = experiment_page.experiment_get(pk=pk)
-    runs = experiment_page.experiment_runs(experiment=exp)
+    progress = experiment_page.experiment_progress(experiment=exp)
+    page = experiment_page.experiment_runs(experiment=exp, count=progress.runs, number=request.GET.get("page"))
+    # the pairs are shown once it is done
+    paired = experiment_page.experiment_pair_runs(experiment=exp) if exp.is_done else []
     context = {
         "experiment": exp,
-        "runs": runs,
-        "progress": experiment_page.experiment_progress(runs=runs),
-        "pairs": experiment_page.experiment_pairs(runs=runs, policies=exp.policies, first_repeat=True),
+        "page": page,
+        "progress": progress,
+        "pairs": experiment_page.experiment_pairs(runs=paired, policies=exp.policies, first_repeat=True),
         "matrix": matrix.policy_matrix(policies=exp.policies, experiment_ids=[exp.pk]),
     }
     if request.htmx:

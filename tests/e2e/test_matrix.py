@@ -123,6 +123,36 @@ def test_the_experiment_page_shows_the_summary_and_opens_its_matrix(watched, liv
     assert violations(page, console) == []
 
 
+def test_an_experiments_runs_are_paged_and_its_summary_counts_them_all(watched, live_server):
+    page, console = watched
+    exp = ExperimentFactory(scenarios=["refund-too-old"], policies=["starter", "structured"], repeats=30)
+    runs(30, passes=10, policy_name="starter", experiment=exp)
+    runs(30, passes=30, policy_name="structured", experiment=exp)
+    exp.total_runs = exp.finished_runs = 60
+    exp.save()
+    ids = list(Run.objects.filter(experiment=exp).order_by("id").values_list("id", flat=True))
+
+    page.goto(f"{live_server.url}/experiments/{exp.pk}/")
+    progress = page.locator("#experiment-progress")
+    rows = progress.locator("table.runs tbody tr")
+    expect(rows).to_have_count(50)
+    expect(rows.first.locator("td").first).to_have_text(f"#{ids[0]}")
+    verdict = "structured passed 30/30 vs starter 10/30"
+    expect(progress.locator(".verdict-line")).to_contain_text(verdict)
+
+    progress.get_by_role("link", name="later →").click()
+    expect(page).to_have_url(re.compile(r"\?page=2$"))
+    expect(rows).to_have_count(10)
+    expect(rows.first.locator("td").first).to_have_text(f"#{ids[50]}")
+    expect(progress.locator("nav.pager")).to_contain_text("runs 51–60 of 60")
+    expect(progress.locator(".verdict-line")).to_contain_text(verdict)  # still over all 60
+
+    page.go_back()
+    expect(page).not_to_have_url(re.compile("page="))
+    expect(rows).to_have_count(50)
+    assert violations(page, console) == []
+
+
 def test_imported_runs_with_no_verdict_are_unjudged_and_never_compared(watched, live_server, tmp_path):
     page, console = watched
     demo = ExperimentFactory(name="demo", policies=["starter", "structured"])

@@ -538,6 +538,67 @@ def test_the_experiment_page_polls_until_done_then_links_matrix_and_pairs(admin_
     assert ("refund-too-old", f"/compare/?a={a.pk}&b={b.pk}") in doc.links
 
 
+def a_done_experiment_of(n: int):
+    """An experiment of ``n`` finished runs, starter and structured in turn, every third failing."""
+    exp = ExperimentFactory(total_runs=n, finished_runs=n)
+    runs = [
+        RunFactory(
+            experiment=exp,
+            policy_name=("starter", "structured")[i % 2],
+            verdict=Run.Verdict.FAIL if i % 3 == 0 else Run.Verdict.PASS,
+        )
+        for i in range(n)
+    ]
+    return exp, runs
+
+
+def shown_runs(doc: Node) -> list[str]:
+    return [row.one("td a").text for row in doc.select("table.runs tbody tr")]
+
+
+def test_the_experiment_page_shows_50_runs_a_page_and_the_next_ones_on_page_2_with_the_totals_of_all(admin_client):
+    exp, runs = a_done_experiment_of(62)
+    url = reverse("tracer:experiment", args=[exp.pk])
+    first, second = get(admin_client, url), get(admin_client, url, {"page": "2"})
+
+    assert shown_runs(first) == [f"#{r.pk}" for r in runs[:50]]
+    assert shown_runs(second) == [f"#{r.pk}" for r in runs[50:]]
+    assert "runs 1–50 of 62" in first.one("nav.pager").text and "runs 51–62 of 62" in second.one("nav.pager").text
+    assert ("later →", "?page=2") in first.links and ("← earlier", "?page=1") in second.links
+    for doc in (first, second):  # what it says of all its runs is the same on each page
+        assert "62 of 62 runs finished" in doc.text
+        assert doc.one("#policy-summary").text == first.one("#policy-summary").text
+        assert [link for link in doc.links if link[1].startswith("/compare/?")] == [
+            ("refund-too-old", f"/compare/?a={runs[0].pk}&b={runs[1].pk}")
+        ]
+
+
+def test_the_experiment_pages_runs_page_is_swapped_in_place_and_its_poll_keeps_the_page(admin_client):
+    exp, runs = a_done_experiment_of(55)
+    exp.finished_runs = 54
+    exp.save()
+    url = reverse("tracer:experiment", args=[exp.pk])
+    doc = get(admin_client, url, {"page": "2"}, headers=HTMX)
+    assert fragment_root(doc) == "experiment-progress"
+    assert shown_runs(doc) == [f"#{r.pk}" for r in runs[50:]]
+    assert [p["hx-get"] for p in doc.pollers] == [f"{url}?page=2"]
+    later = doc.one("nav.pager a")
+    assert (later["hx-get"], later["hx-target"], later["hx-push-url"]) == ("?page=1", "#experiment-progress", "true")
+
+
+def test_an_experiment_page_past_its_last_page_shows_the_last_and_one_not_a_number_the_first(admin_client):
+    exp, runs = a_done_experiment_of(51)
+    url = reverse("tracer:experiment", args=[exp.pk])
+    assert shown_runs(get(admin_client, url, {"page": "9"})) == [f"#{runs[50].pk}"]
+    for bad in ("abc", "-1", "0", ""):
+        assert shown_runs(get(admin_client, url, {"page": bad})) == [f"#{r.pk}" for r in runs[:50]]
+
+
+def test_an_experiment_of_one_page_has_no_pager(admin_client):
+    exp, _ = a_done_experiment_of(3)
+    assert not get(admin_client, reverse("tracer:experiment", args=[exp.pk])).select("nav.pager")
+
+
 def test_a_step_only_one_run_took_shows_as_a_gap_without_retry_notes(admin_client):
     a = refund_too_old_structured()
     b = refund_too_old_structured()

@@ -8,7 +8,7 @@ from django.urls import reverse
 from tests.factories import ExperimentFactory, RunFactory, StopReviewFactory, guard_stop, run_with_steps, steps_grow
 from tests.tracer.test_compare_window import parted
 from tracer import tokens
-from tracer.models import Run
+from tracer.models import Experiment, Run
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
@@ -162,6 +162,20 @@ def test_the_experiment_page_costs_the_same_for_5_and_50_runs(admin_client):
     for i in range(45):
         RunFactory(experiment=exp, policy_name=("starter", "structured")[i % 2])
     assert queries(admin_client, url) == five
+
+
+def test_a_done_experiments_page_costs_the_same_for_5_and_120_runs_on_its_first_and_last_page(admin_client):
+    exp = ExperimentFactory(total_runs=5, finished_runs=5)
+    for i in range(5):
+        StopReviewFactory(run=RunFactory(experiment=exp, policy_name=("starter", "structured")[i % 2]))
+    url = reverse("tracer:experiment", args=[exp.pk])
+    five = queries(admin_client, url)
+    for i in range(115):
+        RunFactory(experiment=exp, policy_name=("starter", "structured")[i % 2])
+    StopReviewFactory(run=Run.objects.filter(experiment=exp).latest("id"))
+    Experiment.objects.filter(pk=exp.pk).update(total_runs=120, finished_runs=120)
+    assert queries(admin_client, url) == five
+    assert queries(admin_client, url + "?page=3") == five
 
 
 def test_the_picture_of_a_run_costs_the_same_for_5_and_500_steps(admin_client):

@@ -7,16 +7,24 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, NamedTuple
 
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Max, Min, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from ..models import Experiment, Run
+from .common import index_or_zero
 from .peers import experiment_repeats
 
 
 def experiment_get(*, pk: int) -> Experiment:
-    return get_object_or_404(Experiment, pk=pk)
+    """The experiment, with ``first_judge``: the judge of its first run (the page says whether the
+    model judge judges its runs)."""
+    first = Run.objects.filter(experiment_id=OuterRef("pk"), parent__isnull=True).order_by("id").values("judge")[:1]
+    return get_object_or_404(Experiment.objects.annotate(first_judge=Subquery(first)), pk=pk)
 
 
 def experiment_recent(*, limit: int = 10) -> list[Experiment]:
@@ -70,10 +78,19 @@ REVIEW_COLUMNS = tuple(
 )
 
 
-def experiment_runs(*, experiment: Experiment) -> list[Run]:
-    """An experiment's top-level runs, each with its review (an override shows beside the judge's verdict)."""
+RUNS_PER_PAGE = 50
+
+
+def experiment_runs(*, experiment: Experiment, count: int, number: Any = 1) -> Page:
+    """Page ``number`` of an experiment's top-level runs in the order they were made, ``RUNS_PER_PAGE``
+    a page (the first when ``number`` is not a page number, the last when it is past the end, as the
+    runs list pages), each
+    with its review (an override shows beside the judge's verdict). ``count``: how many top-level runs
+    it has (``experiment_progress``'s), not counted again."""
     runs = experiment.runs.filter(parent__isnull=True).only(*EXPERIMENT_RUN_COLUMNS, *REVIEW_COLUMNS).order_by("id")
-    return list(runs.select_related("review__reviewer").prefetch_related("review__tags"))
+    paginator = Paginator(runs.select_related("review__reviewer").prefetch_related("review__tags"), RUNS_PER_PAGE)
+    paginator.count = count  # a cached property: what it would have counted
+    return paginator.get_page(index_or_zero(number) or 1)
 
 
 # An experiment page says it is waiting for a worker when nothing was claimed for this long.
@@ -84,6 +101,7 @@ WAITING_FOR_WORKER_AFTER_S = 10
 class ExperimentProgress:
     """What an experiment page says about runs not yet taken, and how often it asks again."""
 
+    runs: int  # its top-level runs, whatever their state
     queued: int
     running: int
     oldest_sent: datetime | None  # the queued run whose task was sent longest ago
@@ -91,26 +109,52 @@ class ExperimentProgress:
     poll_s: int
 
 
-def experiment_progress(*, runs: list[Run], now: datetime | None = None) -> ExperimentProgress:
-    """Progress read from the runs the page already has: no query of its own."""
+def experiment_progress(*, experiment: Experiment, now: datetime | None = None) -> ExperimentProgress:
+    """An experiment's top-level runs counted, those queued and running, the oldest task sent and the
+    last claim: one query, over the experiment's runs in the database (not those of one page)."""
     now = now or timezone.now()
-    queued = [r for r in runs if r.status == Run.Status.QUEUED]
-    running = sum(1 for r in runs if r.status == Run.Status.RUNNING)
-    oldest_sent = min((r.enqueued_at or r.created_at for r in queued), default=None)
-    last_claim = max((r.started_at for r in runs if r.started_at), default=None)
-    quiet_since = max(filter(None, [last_claim, oldest_sent]), default=None)
-    waiting = bool(queued) and not running and quiet_since is not None
+    queued = Q(status=Run.Status.QUEUED)
+    counted = experiment.runs.filter(parent__isnull=True).aggregate(
+        runs=Count("id"),
+        queued=Count("id", filter=queued),
+        running=Count("id", filter=Q(status=Run.Status.RUNNING)),
+        oldest_sent=Min(Coalesce("enqueued_at", "created_at"), filter=queued),
+        last_claim=Max("started_at"),
+    )
+    oldest_sent = counted["oldest_sent"]
+    quiet_since = max(filter(None, [counted["last_claim"], oldest_sent]), default=None)
+    waiting = bool(counted["queued"]) and not counted["running"] and quiet_since is not None
     waiting = waiting and (now - quiet_since).total_seconds() > WAITING_FOR_WORKER_AFTER_S
     return ExperimentProgress(
-        queued=len(queued),
-        running=running,
+        runs=counted["runs"],
+        queued=counted["queued"],
+        running=counted["running"],
         oldest_sent=oldest_sent,
         waiting_for_worker=waiting,
         poll_s=5 if waiting else 1,
     )
 
 
-def experiment_pairs(*, runs: list[Run], policies: list[str], first_repeat: bool = False) -> list[tuple[Run, Run]]:
+class PairedRun(NamedTuple):
+    """What a compare pair needs of a run (``experiment_pairs``, and the page's links)."""
+
+    pk: int
+    experiment_id: int | None
+    scenario: str
+    policy_name: str
+    rerun_of_id: int | None
+
+
+def experiment_pair_runs(*, experiment: Experiment) -> list[PairedRun]:
+    """Every top-level run of an experiment as ``PairedRun``s, for its compare pairs: one query of
+    these columns alone."""
+    rows = experiment.runs.filter(parent__isnull=True).order_by("id")
+    return [PairedRun(*row) for row in rows.values_list("id", *PairedRun._fields[1:])]
+
+
+def experiment_pairs(
+    *, runs: list[Run] | list[PairedRun], policies: list[str], first_repeat: bool = False
+) -> list[tuple[Run, Run]]:
     """Compare pairs: for each scenario and repeat, the first policy's run against each other policy's;
     with ``first_repeat``, only each scenario's first repeat (one link per scenario and other policy).
 
