@@ -13,7 +13,9 @@ from django.test.utils import CaptureQueriesContext
 from tests.factories import StopReviewFactory, guard_stop
 from tracer import search
 from tracer.reads import runs_list, stops_page
+from tracer.reads.findings_page import patterns
 from tracer.reads.matrix import policy_matrix
+from tracer.reads.rollups import Scope
 
 pytestmark = [
     pytest.mark.django_db,
@@ -179,3 +181,8 @@ def test_new_runs_of_a_search_are_read_from_the_trigram_table_in_their_range_of_
     [table] = [part for part in found.split(" | ") if "VIRTUAL TABLE" in part]
     assert ">" in table.rpartition(":")[2] and "<" in table.rpartition(":")[2], found
     assert "TEMP B-TREE" not in found, found
+
+
+def test_the_findings_patterns_are_summed_from_their_index_without_reading_the_rollup_rows():
+    found = captured_plan(lambda: patterns(scope=Scope()), "OVER ()")
+    assert "COVERING INDEX patternday_signature_idx" in found
