@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
     Exists,
-    F,
     OuterRef,
     Q,
     QuerySet,
@@ -150,6 +151,20 @@ def stop_page(*, state: str, counts: dict[str, int], number: Any, **filters: Any
 
 # A run's JSON columns a card never shows, besides ``HEAVY_FIELDS``: left unread and undecoded.
 QUEUE_UNSHOWN = ("tools", "failed_model_call", "rolled_up")
+# What a card shows of the same scenario's run under another policy.
+PEER_FIELDS = (
+    "policy_name",
+    "model_backend",
+    "model_name",
+    "source",
+    "source_detail",
+    "stop_reason",
+    "verdict",
+    "tool_call_count",
+    "error_count",
+    "failed_attempt_count",
+    "final_answer",
+)
 # What a card reads of its run's last steps (``tripping_errors``, ``failing_calls``, the signature).
 TAIL_STEP_FIELDS = ("run_id", "index", "input", *SIGNATURE_STEP_FIELDS)
 
@@ -191,22 +206,48 @@ def run_stop_key(run: Run, last_step: Step | None) -> str | None:
     return stop_key(run.scenario, run.policy_name, run.stop_reason, _last_step(last_step))
 
 
+def _columns(model: type, names: Iterable[str]) -> str:
+    """``names``' columns of ``model``'s table, each qualified by the table and quoted."""
+    table = connection.ops.quote_name(model._meta.db_table)
+    return ", ".join(f"{table}.{connection.ops.quote_name(model._meta.get_field(n).column)}" for n in names)
+
+
+@cache
+def _unsigned_sql() -> tuple[str, str]:
+    """``_unsigned_unreviewed``'s query around its kinds' condition, and one kind's condition: the SQL
+    the ORM would build for it, written once (building its OR of kinds cost more than running it)."""
+    step, run, review = (connection.ops.quote_name(m._meta.db_table) for m in (Step, Run, StopReview))
+    q = connection.ops.quote_name
+    head = (
+        f"SELECT {_columns(Step, ('id', 'run_id', *SIGNATURE_STEP_FIELDS))}, {_columns(Run, KIND_FIELDS)} "
+        f"FROM {step} INNER JOIN {run} ON ({step}.{q('run_id')} = {run}.{q('id')}) "
+        f"LEFT OUTER JOIN {review} ON ({run}.{q('id')} = {review}.{q('run_id')}) WHERE ("
+    )
+    tail = (
+        f") AND ({UNSIGNED_GUARD_STOP.sql}) AND {step}.{q('index')} = ({run}.{q('step_count')}) "
+        f"AND {review}.{q('id')} IS NULL"
+    )
+    kind = "(" + " AND ".join(f"{run}.{q(name)} = %s" for name in KIND_FIELDS) + ")"
+    return head + "{}" + tail, kind
+
+
+KIND_FIELDS = ("scenario", "policy_name", "stop_reason")
+
+
 def _unsigned_unreviewed(kinds: Iterable[tuple[str, str, str]]) -> dict[int, str]:
     """The unreviewed guard stops of ``kinds`` (scenario, policy, stop reason) not yet given a signature
     (their end not diagnosed), by run id, with the key their last step gives: one query through
     ``run_stop_unsigned_idx``, which holds only those."""
-    alike = Q()
-    for scenario, policy, reason in set(kinds):
-        if reason in GUARD_STOPS:
-            alike |= Q(run__scenario=scenario, run__policy_name=policy, run__stop_reason=reason)
-    if not alike:
+    wanted = sorted({kind for kind in kinds if kind[2] in GUARD_STOPS})
+    if not wanted:
         return {}
-    rows = (
-        Step.objects.filter(alike, UNSIGNED_GUARD_STOP, run__review__isnull=True, index=F("run__step_count"))
-        .order_by()
-        .values_list("run_id", "run__scenario", "run__policy_name", "run__stop_reason", *SIGNATURE_STEP_FIELDS)
-    )
-    return {row[0]: stop_key(*row[1:4], tuple(row[4:])) for row in rows}
+    sql, one = _unsigned_sql()
+    params = [value for kind in wanted for value in kind]
+    found = {}
+    for step in Step.objects.raw(sql.format(" OR ".join([one] * len(wanted))), params):
+        last = tuple(getattr(step, f) for f in SIGNATURE_STEP_FIELDS)
+        found[step.run_id] = stop_key(step.scenario, step.policy_name, step.stop_reason, last)
+    return found
 
 
 def unreviewed_identical(*, keys: Iterable[str], kinds: Iterable[tuple[str, str, str]]) -> Counter:
@@ -239,19 +280,30 @@ def stops_identical(*, run: Run) -> list[Run]:
     return list(Run.objects.filter(pk__in=ids).only("id", "status", "verdict", "stop_reason").order_by("id"))
 
 
+def _tail_sql(runs: list[Run]) -> tuple[str, list[int]]:
+    """The query of ``runs``' last ``TRAILING_STEPS`` steps by ``TAIL_STEP_FIELDS``, in order: each run's a
+    range of the (run, index) key, as the ORM would write it (its OR of ranges cost more to build than
+    to run)."""
+    q = connection.ops.quote_name
+    step = q(Step._meta.db_table)
+    one = f"({step}.{q('index')} > %s AND {step}.{q('run_id')} = %s)"
+    sql = (
+        f"SELECT {_columns(Step, ('id', *TAIL_STEP_FIELDS))} FROM {step} WHERE ({' OR '.join([one] * len(runs))}) "
+        f"ORDER BY {step}.{q('run_id')} ASC, {step}.{q('index')} ASC"
+    )
+    return sql, [value for run in runs for value in (run.step_count - TRAILING_STEPS, run.pk)]
+
+
 def stop_cases(*, runs: list[Run]) -> list[StopCase]:
     """Each stopped run with its last failing calls, a run of the same scenario under another policy, and
     how many unreviewed stops are identical to it. The same queries whatever the number of runs and steps."""
     tail: dict[int, list[Step]] = defaultdict(list)
     # Each run's last steps as a range of its (run, index) key, its last step's index being its step
     # count: a long run's other steps are not read.
-    ends = Q()
-    for run in runs:
-        ends |= Q(run_id=run.pk, index__gt=run.step_count - TRAILING_STEPS)
-    if ends:
-        for step in Step.objects.filter(ends).only(*TAIL_STEP_FIELDS).order_by("run_id", "index"):
+    if runs:
+        for step in Step.objects.raw(*_tail_sql(runs)):
             tail[step.run_id].append(step)
-    peers = run_policy_peers(runs=runs, finished=True)
+    peers = run_policy_peers(runs=runs, finished=True, fields=PEER_FIELDS)
     keys = {run.pk: run_stop_key(run, tail[run.pk][-1] if tail[run.pk] else None) for run in runs}
     alike = unreviewed_identical(keys=keys.values(), kinds=[(r.scenario, r.policy_name, r.stop_reason) for r in runs])
     cases = []
