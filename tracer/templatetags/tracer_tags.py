@@ -7,7 +7,7 @@ import html
 import json
 from functools import cache
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import orjson
 from django import forms, template
@@ -534,6 +534,47 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
         f'<td class="num nowrap">{_cost_cell(run.cost)}</td>'
         f'<td>{stop}</td><td>{verdict}</td><td class="findings-cell">{findings}</td><td class="nowrap">{when}</td>'
         f'<td class="excerpt"><span title="{e(_cut(answer, 400))}">{e(_cut(answer, 160))}</span></td></tr>'
+    )
+
+
+@cache
+def _runs_url(prefix: str) -> str:
+    """The runs list's URL under this script prefix, escaped (one ``reverse`` per process)."""
+    return _escape(reverse("tracer:runs"))
+
+
+NO_RUNS_SQUARE = '<span class="heat none" title="no runs">·<span class="visually-hidden"> no runs</span></span>'
+
+
+@register.simple_tag(takes_context=True)
+def heat_row(context: template.Context, row: Any) -> str:
+    """One scenario's row of the matrix's heat map (its ``<tr>``), made in one call: each policy's square
+    (its pass percent, shaded, its figures in words as its title and accessible name, a link to its
+    runs under the page's experiment and model backend) or a dot where it has no runs."""
+    e = _escape
+    narrowing, experiment_id = context.get("narrowing") or {}, context.get("experiment_id")
+    after = f"&amp;experiment={e(experiment_id)}" if experiment_id else ""
+    if backend := narrowing.get("model_backend"):
+        after += f"&amp;model_backend={e(quote(backend))}"
+    runs_url = _runs_url(get_script_prefix())
+    squares = []
+    for cell in row.cells:
+        if not cell:
+            squares.append(f"\n        <td>\n          {NO_RUNS_SQUARE}\n        </td>\n        ")
+            continue
+        words = e(cell.heat_words)
+        judged = cell.judged
+        shade = f"h{int(cell.heat_step)}" if judged else "unjudged"
+        figure = e(cell.pass_pct) if judged else "?"
+        flag = '<span class="heat-flag" aria-hidden="true">!</span>' if cell.alarms else ""
+        href = f"{runs_url}?scenario={e(quote(cell.scenario))}&amp;policy={e(quote(cell.policy))}{after}"
+        squares.append(
+            "\n        <td>\n          \n          \n"
+            f'          <a class="heat {shade}" href="{href}" title="{words}" aria-label="{words}">{figure}{flag}</a>'
+            "\n          \n          \n        </td>\n        "
+        )
+    return SafeString(  # every value above is escaped or an int
+        f'<tr>\n        <th scope="row">{e(row.scenario)}</th>\n        {"".join(squares)}\n      </tr>'
     )
 
 
