@@ -17,6 +17,7 @@ from tests.factories import (
 )
 from tracer.models import Run
 from tracer.reads import stops_page
+from tracer.reads.peers import run_policy_peers
 
 pytestmark = pytest.mark.django_db
 
@@ -172,3 +173,19 @@ def test_identical_stops_are_counted_from_their_own_indexes_on_postgresql():
     assert len(plans) == 2, plans
     assert "run_stop_signature_idx" in plans[0] and "run_queue_" not in plans[0], plans[0]
     assert "run_stop_unsigned_idx" in plans[1] and "run_queue_" not in plans[1], plans[1]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans (SQLite's: test_query_plans.py)")
+def test_each_other_policys_newest_run_is_read_from_the_scenario_and_policy_index_on_postgresql():
+    """Not the newest runs of all read through the date index until one is of the scenario and policy,
+    which PostgreSQL priced high enough to JIT-compile the query (longer than running it)."""
+    stop = guard_stop()
+    RunFactory(scenario=stop.scenario, policy_name="starter")
+    with CaptureQueriesContext(connection) as ctx:
+        run_policy_peers(runs=[stop], finished=True)
+    [sql] = [q["sql"] for q in ctx.captured_queries if "RECURSIVE" in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql.replace("%", "%%"))
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "run_created_idx" not in plan and "run_scen_pol_created_idx" in plan, plan
