@@ -17,11 +17,9 @@ from django.template.loader import get_template
 from django.urls import get_script_prefix, reverse
 from django.utils.safestring import SafeString
 
-from agents.events import failures_words
-
 from .review_tags import review_panel
 from .timeline_tags import _truncate, step_value_preview
-from .tracer_tags import STOP_LABELS, _badge, _run_url, inline_json
+from .tracer_tags import STOP_LABELS, _badge, _run_url, _stop_cell, failures, inline_json
 from .tracer_tags import _escape as e
 
 register = template.Library()
@@ -31,10 +29,6 @@ register = template.Library()
 def _compare_url(prefix: str) -> str:
     """The compare page's URL under this script prefix, escaped (one ``reverse`` per process)."""
     return e(reverse("tracer:compare"))
-
-
-def _failures(run: Any) -> str:
-    return e(failures_words(int(run.error_count), int(run.failed_attempt_count)))
 
 
 def _stop(run: Any) -> str:
@@ -82,7 +76,7 @@ def _other(run: Any, other: Any, run_url: str) -> str:
     if other is None:
         return '<p class="muted">No run of this scenario under another policy yet.</p>'
     pk = int(other.pk)
-    stop = _stop(other) if other.stop_reason else ""
+    stop = _stop_cell(other)
     verdict = f'<span class="verdict {e(other.verdict)}">{e(other.verdict)}</span>' if other.verdict else ""
     answer = (
         f'<blockquote class="answer small">{e(_truncate(other.final_answer, 280))}</blockquote>'
@@ -93,7 +87,7 @@ def _other(run: Any, other: Any, run_url: str) -> str:
         f'\n      <p><a href="{e(run_url.format(pk))}">Run #{pk}</a> under <strong>{e(other.policy_name)}</strong> '
         f'{_badge(other)} <span class="pairing muted small">paired by: {e(other.pairing)}</span></p>\n'
         f"      <p>{stop}\n         {verdict}\n"
-        f'         <span class="muted">{int(other.tool_call_count)} tool calls, {_failures(other)}</span></p>\n'
+        f'         <span class="muted">{int(other.tool_call_count)} tool calls, {e(failures(other))}</span></p>\n'
         f"      {answer}\n"
         f'      <a class="button small" href="{_compare_url(get_script_prefix())}?a={int(run.pk)}&amp;b={pk}">'
         "compare</a>\n      "
@@ -121,7 +115,7 @@ def stop_card(context: template.Context, case: Any) -> SafeString:
         f'      <h2><a href="{e(run_url.format(pk))}" data-card-link>Run #{pk}</a> · '
         f"{e(run.scenario or 'unknown')} under <strong>{e(run.policy_name or 'unknown')}</strong> {_badge(run)}</h2>\n"
         f'      <p>{_stop(run)}{guard} <span class="muted">after {int(run.step_count)} steps, '
-        f"{_failures(run)}</span></p>\n"
+        f"{e(failures(run))}</span></p>\n"
         f"      {judges}\n"
         f"      \n      {_calls(case)}\n      \n"
         '    </div>\n    <div class="beside">\n      <h3>Same scenario, another policy</h3>\n'
