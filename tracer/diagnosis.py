@@ -37,7 +37,7 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from agents.diagnosis import lint
-from agents.diagnosis.calls import Call, Trace, failure_of, found_nothing, trace_read, wasted_try
+from agents.diagnosis.calls import CATEGORIES, Call, Trace, failure_of, found_nothing, trace_read, wasted_try
 from agents.diagnosis.kinds import RULE_SET
 from agents.diagnosis.rules import REFUSALS, RULES, Finding, price_findings
 from agents.events import Attempt, RunEnd, RunStart, StepEvent, Verdict, failed_attempts
@@ -45,7 +45,7 @@ from agents.vocabulary import ErrorCategory, StepKind, StopReason
 
 from .models import Finding as FindingRow
 from .models import FindingDay, MessageTemplate, PatternDay, Run, Step, TemplateDay, ToolDay
-from .signatures import event_fields, stop_key
+from .signatures import GUARD_STOPS, event_fields, stop_key
 
 logger = logging.getLogger(__name__)
 SCOPE = ("day", "source", "scenario", "policy_name", "model_name")
@@ -117,12 +117,35 @@ def run_written(*, run: Run, steps: Sequence[dict[str, Any]]) -> Stored:
     """A new run from outside as ``runs_stored`` would read it back, made from what the recorder has
     just written instead (``run`` with its fields as inserted, ``steps`` its steps' columns by attribute
     name, JSON columns as values): the same values, without the read."""
+    return _stored(vars(run), _written_steps(steps), new=True)
+
+
+@dataclass
+class Rewritten:
+    """A run from outside just written again (``recording.imported_run_rewrite``), as ``run_rewritten``
+    makes it: the fields written and its steps, without what the rewrite keeps (its source, creation,
+    contribution to the rollups and experiment), which ``runs_diagnose`` reads for all of them at once."""
+
+    run_id: int
+    fields: dict[str, Any]
+    steps: list[StepEvent]
+
+
+def run_rewritten(*, run_id: int, run: Run, steps: Sequence[dict[str, Any]]) -> Rewritten:
+    """Run ``run_id`` written again from ``run`` (its fields as written, ``imported_run_rewrite``'s
+    ``_REWRITTEN``) with ``steps``, every step's columns by attribute name as stored now (those kept as
+    read, the new ones as written): what ``runs_stored`` would read back, but for the fields the rewrite
+    keeps."""
+    return Rewritten(run_id, dict(vars(run)), _written_steps(steps))
+
+
+def _written_steps(steps: Sequence[dict[str, Any]]) -> list[StepEvent]:
     events = []
     for row in steps:
         if row["latency_ms"] is not None:  # a float column: 12 reads back as 12.0
             row = {**row, "latency_ms": float(row["latency_ms"])}
         events.append(step_event(row))
-    return _stored(vars(run), events, new=True)
+    return events
 
 
 def step_event(row: dict[str, Any]) -> StepEvent:
@@ -207,11 +230,26 @@ def _step_rows(run_ids: list[int]) -> list[dict[str, Any]]:
 
 def runs_stored(run_ids: Sequence[int]) -> list[Stored]:
     """The runs ``run_ids``, read in two queries (their rows, then all their steps)."""
+    if not run_ids:
+        return []
     rows = _json_rows(Run.objects.filter(pk__in=list(run_ids)), _RUN_FIELDS, _RUN_JSON)
     steps: dict[int, list[StepEvent]] = defaultdict(list)
     for step in _step_rows([r["id"] for r in rows]):
         steps[step["run_id"]].append(step_event(step))
     return [_stored(row, steps[row["id"]]) for row in rows]
+
+
+# What writing a run again keeps, read back for ``Rewritten`` runs.
+_KEPT_FIELDS = ("id", "source", "created_at", "rolled_up", "experiment__archived_at")
+
+
+def _rewritten_stored(runs: Sequence[Rewritten]) -> list[Stored]:
+    """These runs written again, completed with what the rewrite kept of each, read in one query (a
+    run gone meanwhile is left out, as ``runs_stored`` leaves it)."""
+    if not runs:
+        return []
+    kept = {row["id"]: row for row in Run.objects.filter(pk__in=[r.run_id for r in runs]).values(*_KEPT_FIELDS)}
+    return [_stored({**r.fields, **kept[r.run_id]}, r.steps) for r in runs if r.run_id in kept]
 
 
 def _stored(row: dict[str, Any], steps: list[StepEvent], *, new: bool = False) -> Stored:
@@ -325,28 +363,30 @@ TEMPLATE_COLUMNS = ("key", *(f.attname for f in MessageTemplate._meta.concrete_f
 def _tool_counts(trace: Trace) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for call in trace.calls:
-        c = counts.setdefault(call.tool, dict.fromkeys(TOOL_COUNTS, 0))
+        c = counts.get(call.tool)
+        if c is None:
+            c = counts[call.tool] = dict.fromkeys(TOOL_COUNTS, 0)
         c["calls"] += 1
         c["retries"] += call.harness_retries
-        if call.repeat_of is not None:
-            c["repeats"] += 1
-        first = call.attempts[0]
+        first, last = call.attempts[0], call.attempts[-1]
         if found_nothing(first):
             c["empty"] += 1
-        if (call.sent_error and call.delivered) or (not call.delivered and not call.attempts[-1].ok):
+        if (call.sent_error and call.delivered) or (not call.delivered and not last.ok):
             c["failed"] += 1
-            f = failure_of(call.attempts[-1], sent=call.sent)
-            c[f"failed_{f.category}" if f.category in set(ErrorCategory) else "failed_unknown"] += 1
+            f = failure_of(last, sent=call.sent)
+            c[f"failed_{f.category}" if f.category in CATEGORIES else "failed_unknown"] += 1
         # retries and repeats after a failure no retry can fix, or after nothing found
-        tries = list(call.attempts)
         if call.repeat_of is not None:
-            before = call.repeat_of.attempts[-1]
-            tries = [before, *tries]
-        wasted_here = sum(1 for previous in tries[:-1] if wasted_try(previous))
-        c["wasted"] += wasted_here
-        if call.repeat_of is not None and wasted_here:
-            c["wasted_input_tokens"] += call.tokens[0]
-            c["wasted_output_tokens"] += call.tokens[1]
+            c["repeats"] += 1
+            wasted_here = sum(
+                1 for previous in [call.repeat_of.attempts[-1], *call.attempts[:-1]] if wasted_try(previous)
+            )
+            c["wasted"] += wasted_here
+            if wasted_here:
+                c["wasted_input_tokens"] += call.tokens[0]
+                c["wasted_output_tokens"] += call.tokens[1]
+        elif len(call.attempts) > 1:
+            c["wasted"] += sum(1 for previous in call.attempts[:-1] if wasted_try(previous))
         if not first.ok:
             f0 = failure_of(first)
             if f0.category in REFUSALS:
@@ -500,14 +540,30 @@ def _take_back(old: Sequence[tuple[Stored, Contribution]], template_ids: dict[st
     _subtract(PatternDay._meta.db_table, ("signature", *SCOPE), ("runs",), patterns)
 
 
-def _templates_write(seen: Iterable[TemplateSeen]) -> dict[str, int]:
-    """Create the ``MessageTemplate`` rows not yet known; the ids of every key seen."""
+def _template_ids(keys: Iterable[str]) -> dict[str, int]:
+    """The ids of the ``MessageTemplate`` rows of these keys that there are, in one query per 500 keys."""
+    keys = list(keys)
+    quote = connection.ops.quote_name
+    head = f"SELECT {quote('key')}, {quote('id')} FROM {quote(MessageTemplate._meta.db_table)} WHERE {quote('key')} IN "
+    ids: dict[str, int] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            cursor.execute(head + "(" + ", ".join(["%s"] * len(chunk)) + ")", chunk)
+            ids.update(cursor.fetchall())
+    return ids
+
+
+def _templates_write(seen: Iterable[TemplateSeen], *, also: Iterable[str] = ()) -> dict[str, int]:
+    """Create the ``MessageTemplate`` rows not yet known; the ids of every key seen, and of the keys
+    ``also`` (those an earlier diagnosis counted) that have a row."""
     firsts: dict[str, TemplateSeen] = {}
     for s in seen:
         firsts.setdefault(s.key, s)
-    if not firsts:
+    keys = {*firsts, *also}
+    if not keys:
         return {}
-    known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
+    known = _template_ids(keys)
     new = [s.row() for key, s in firsts.items() if key not in known]
     if new:
         columns = [MessageTemplate._meta.get_field(name).column for name in TEMPLATE_COLUMNS]
@@ -518,8 +574,18 @@ def _templates_write(seen: Iterable[TemplateSeen]) -> dict[str, int]:
             [tuple(r[c] for c in TEMPLATE_COLUMNS) for r in new],
             extra=columns[1:],
         )
-        known = dict(MessageTemplate.objects.filter(key__in=list(firsts)).values_list("key", "id"))
+        known.update(_template_ids(r["key"] for r in new))
     return known
+
+
+def _findings_delete(run_ids: list[int]) -> None:
+    """Delete these runs' ``Finding`` rows (nothing refers to them), one statement per 500 runs."""
+    quote = connection.ops.quote_name
+    head = f"DELETE FROM {quote(FindingRow._meta.db_table)} WHERE {quote('run_id')} IN "
+    with connection.cursor() as cursor:
+        for start in range(0, len(run_ids), 500):
+            chunk = run_ids[start : start + 500]
+            cursor.execute(head + "(" + ", ".join(["%s"] * len(chunk)) + ")", chunk)
 
 
 def _finding_row(stored: Stored, f: Finding, position: int) -> dict[str, Any]:
@@ -551,14 +617,30 @@ def _finding_row(stored: Stored, f: Finding, position: int) -> dict[str, Any]:
     )
 
 
-def runs_diagnose(*, run_ids: Sequence[int] = (), written: Sequence[Stored] = (), fresh: bool = False) -> int:
+def _counts_add(rows: dict[tuple, dict[str, int]], key: tuple, counts: dict[str, int]) -> None:
+    """Add one run's ``counts`` (every count of its rollup, in the rollup's order) to the row ``key``."""
+    total = rows.get(key)
+    if total is None:
+        rows[key] = dict(counts)
+        return
+    for name, value in counts.items():
+        total[name] += value
+
+
+def runs_diagnose(
+    *, run_ids: Sequence[int] = (), written: Sequence[Stored | Rewritten] = (), fresh: bool = False
+) -> int:
     """Diagnose these runs and store what was found, in one transaction (a savepoint inside the
     caller's); the number diagnosed. A run that has not ended gets nothing, and loses what an earlier
-    diagnosis of it stored. ``written``: runs just written, as the recorder wrote them (``run_written``),
-    diagnosed without reading them back. ``fresh``: the rollups were emptied (a recompute), so nothing
-    is taken back."""
+    diagnosis of it stored. ``written``: runs just written, as the recorder wrote them (``run_written``,
+    or ``run_rewritten`` for a run written again), diagnosed without reading their steps back.
+    ``fresh``: the rollups were emptied (a recompute), so nothing is taken back."""
     known = {s.run_id for s in written}
-    stored = [*written, *runs_stored([i for i in run_ids if i not in known])]
+    stored = [
+        *(s for s in written if isinstance(s, Stored)),
+        *_rewritten_stored([s for s in written if isinstance(s, Rewritten)]),
+        *runs_stored([i for i in run_ids if i not in known]),
+    ]
     # newest first, as runs are listed: the order decides which run is a message template's example
     stored.sort(key=lambda s: (s.created_at, s.run_id), reverse=True)
     if not stored:
@@ -576,13 +658,9 @@ def runs_diagnose(*, run_ids: Sequence[int] = (), written: Sequence[Stored] = ()
             continue
         seen += templates
         for tool, counts in contribution.tools.items():
-            total = tool_rows.setdefault((tool[:200], *s.scope), dict.fromkeys(TOOL_COUNTS, 0))
-            for name, value in counts.items():
-                total[name] += value
+            _counts_add(tool_rows, (tool[:200], *s.scope), counts)
         for (kind, tool), counts in contribution.findings.items():
-            total = finding_rows.setdefault((kind, tool[:200], *s.scope), dict.fromkeys(FINDING_COUNTS, 0))
-            for name, value in counts.items():
-                total[name] += value
+            _counts_add(finding_rows, (kind, tool[:200], *s.scope), counts)
         for key, sent in contribution.templates.items():
             template_rows[(key, *s.scope)] = template_rows.get((key, *s.scope), 0) + sent
         if contribution.pattern:
@@ -592,28 +670,25 @@ def runs_diagnose(*, run_ids: Sequence[int] = (), written: Sequence[Stored] = ()
     from .recording import values_insert  # the recorder calls this module where runs end
 
     # no savepoint inside a caller's transaction: what could fail (the rules) has run before this
+    old = [] if fresh else [(s, Contribution.from_dict(s.rolled_up)) for s in stored if s.rolled_up]
     with transaction.atomic(savepoint=False):
-        template_ids = _templates_write(seen)
-        if not fresh:
-            old = [(s, Contribution.from_dict(s.rolled_up)) for s in stored if s.rolled_up]
-            if old:
-                keys = {k for _, c in old for k in c.templates}
-                template_ids.update(MessageTemplate.objects.filter(key__in=list(keys)).values_list("key", "id"))
-                _take_back(old, template_ids)
-            if earlier := [s.run_id for s in stored if not s.new]:
-                FindingRow.objects.filter(run_id__in=earlier).delete()
+        template_ids = _templates_write(seen, also={k for _, c in old for k in c.templates})
+        if old:
+            _take_back(old, template_ids)
+        if not fresh and (earlier := [s.run_id for s in stored if not s.new]):
+            _findings_delete(earlier)
         values_insert(model=FindingRow, rows=rows)
         _upsert(
             ToolDay._meta.db_table,
             ("tool", *SCOPE),
             TOOL_COUNTS,
-            [(*key, *(counts[c] for c in TOOL_COUNTS)) for key, counts in tool_rows.items()],
+            [(*key, *counts.values()) for key, counts in tool_rows.items()],  # in TOOL_COUNTS' order
         )
         _upsert(
             FindingDay._meta.db_table,
             ("kind", "tool", *SCOPE),
             FINDING_COUNTS,
-            [(*key, *(counts[c] for c in FINDING_COUNTS)) for key, counts in finding_rows.items()],
+            [(*key, *counts.values()) for key, counts in finding_rows.items()],  # in FINDING_COUNTS' order
         )
         _upsert(
             TemplateDay._meta.db_table,
@@ -637,15 +712,16 @@ def runs_diagnose(*, run_ids: Sequence[int] = (), written: Sequence[Stored] = ()
 
 def _stop_key(stored: Stored) -> str | None:
     """The run's ``Run.stop_signature``: a guard stop's signature from its last step, as stored."""
-    if not stored.finished:
+    if not stored.finished or stored.end.stop_reason not in GUARD_STOPS:  # no signature: its last step unread
         return None
     last = event_fields(stored.steps[-1]) if stored.steps else None
     return stop_key(stored.start.scenario, stored.start.policy_name, stored.end.stop_reason, last)
 
 
 def _runs_mark(stored: Sequence[Stored], results) -> None:
-    """Each run's finding kinds, rule set, contribution and stop signature, in one UPDATE from a VALUES
-    list per 200 runs (``bulk_update``'s ``CASE`` over 500 runs cost Django more to build than the diagnosis)."""
+    """Each run's finding kinds, rule set, contribution and stop signature, in one ``UPDATE … FROM`` a
+    VALUES list per 200 runs (``bulk_update``'s ``CASE`` over 500 runs cost Django more to build than
+    the diagnosis, and a subquery per column reads the list once per run and column)."""
     rows = [
         (
             s.run_id,
@@ -664,11 +740,8 @@ def _runs_mark(stored: Sequence[Stored], results) -> None:
             values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
             cursor.execute(
                 f"WITH v (id, kinds, rule_set, rolled, stop) AS (VALUES {values}) "
-                f"UPDATE {table} SET finding_kinds = (SELECT v.kinds FROM v WHERE v.id = {table}.id), "
-                f"rule_set = (SELECT v.rule_set FROM v WHERE v.id = {table}.id), "
-                f"rolled_up = (SELECT {rolled} FROM v WHERE v.id = {table}.id), "
-                f"stop_signature = (SELECT v.stop FROM v WHERE v.id = {table}.id) "
-                f"WHERE id IN (SELECT v.id FROM v)",
+                f"UPDATE {table} SET finding_kinds = v.kinds, rule_set = v.rule_set, rolled_up = {rolled}, "
+                f"stop_signature = v.stop FROM v WHERE {table}.id = v.id",
                 [value for row in chunk for value in row],
             )
 
@@ -704,7 +777,7 @@ def experiment_runs_rediagnose(*, experiment_ids: Sequence[int], batch: int = 50
     return sum(runs_diagnose(run_ids=ids[start : start + batch]) for start in range(0, len(ids), batch))
 
 
-def runs_diagnose_safely(*, run_ids: Sequence[int] = (), written: Sequence[Stored] = ()) -> None:
+def runs_diagnose_safely(*, run_ids: Sequence[int] = (), written: Sequence[Stored | Rewritten] = ()) -> None:
     """``runs_diagnose`` where a run ends: a failure of diagnosis is logged and never stops the run's
     end or its import (the run keeps no findings until ``manage.py findings --recompute``)."""
     try:

@@ -668,12 +668,12 @@ def run_finish(*, run: Run, end: RunEnd, claim_token: str = "", finished_at: dat
 
 # Runs ended while ``diagnosis_deferred`` is open, diagnosed together when it closes: by id, each with
 # the values just written of it (``diagnosis.run_written``) or None (read back); the last word on a run wins.
-_DEFERRED: contextvars.ContextVar[dict[int, diagnosis.Stored | None] | None] = contextvars.ContextVar(
-    "rlt_diagnosis_deferred", default=None
+_DEFERRED: contextvars.ContextVar[dict[int, diagnosis.Stored | diagnosis.Rewritten | None] | None] = (
+    contextvars.ContextVar("rlt_diagnosis_deferred", default=None)
 )
 
 
-def _diagnose(run_ids: list[int], *, written: Sequence[diagnosis.Stored] = ()) -> None:
+def _diagnose(run_ids: list[int], *, written: Sequence[diagnosis.Stored | diagnosis.Rewritten] = ()) -> None:
     """Where every run's end is written: its findings (``tracer.diagnosis``), now or, inside
     ``diagnosis_deferred``, with the others when it closes. ``written``: runs just inserted, diagnosed
     from the values written (``run_ids`` are read back)."""
@@ -692,7 +692,7 @@ def _diagnose(run_ids: list[int], *, written: Sequence[diagnosis.Stored] = ()) -
 def diagnosis_deferred() -> Iterator[None]:
     """Diagnose the runs that end inside this block together, once it is done (a request writing many
     traces one by one diagnoses them in one go: a fixed number of statements, not a few per run)."""
-    waiting: dict[int, diagnosis.Stored | None] = {}
+    waiting: dict[int, diagnosis.Stored | diagnosis.Rewritten | None] = {}
     token = _DEFERRED.set(waiting)
     try:
         yield
@@ -847,7 +847,11 @@ def imported_run_rewrite(*, run_id: int, record: RunRecord) -> None:
         if len(stored) > kept:
             Step.objects.filter(run_id=run_id, index__gt=kept).delete()
         values_insert(model=Step, rows=[v.row(run_id) for v in values[kept:]])
-        _diagnose([run_id])
+        steps = [
+            *(dict(zip(_STEP_STORED, row, strict=True)) for row in stored[:kept]),
+            *(v.columns for v in values[kept:]),
+        ]
+        _diagnose([], written=[diagnosis.run_rewritten(run_id=run_id, run=record.run, steps=steps)])
 
 
 def imported_run_reset(*, run: Run) -> None:

@@ -24,6 +24,7 @@ from .lint import category_from_words, says_nothing_found, structured_flags, tex
 
 # Failures that say the call itself was refused: sending it again unchanged gets the same answer.
 REFUSALS = frozenset({ErrorCategory.VALIDATION, ErrorCategory.PERMISSION, ErrorCategory.BUSINESS})
+CATEGORIES = frozenset(ErrorCategory)
 
 
 def call_key(tool: str | None, call_input: Any) -> str:
@@ -64,7 +65,7 @@ class Call:
         """The text the model read in the tool_result it was sent ("" when none was sent)."""
         return text_of(self.sent) if self.sent is not None else ""
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         return call_key(self.tool, self.input)
 
@@ -136,7 +137,7 @@ def _failure_of(attempt: Attempt, sent: Any) -> Failure:
     carried, flag = structured_flags(
         attempt.content if attempt.content is not None else attempt.result_content if sent is None else sent
     )
-    if carried in set(ErrorCategory):
+    if carried in CATEGORIES:
         return Failure(carried, flag if flag is not None else attempt.retryable, "the structured result", empty)
     if empty and not attempt.ok:
         return Failure(None, attempt.retryable, "", True)
@@ -225,7 +226,8 @@ def _step_calls(step: StepEvent, *, by_model: int = 1) -> list[Call]:
             is_error=step.is_error,
         )
     ]
-    groups = [attempts[: len(attempts) - by_model + 1]] + [[a] for a in attempts[len(attempts) - by_model + 1 :]]
+    cut = len(attempts) - by_model + 1
+    groups = [attempts] if by_model == 1 else [attempts[:cut], *([a] for a in attempts[cut:])]
     calls = []
     for k, group in enumerate(groups):
         last = group[-1]
@@ -255,7 +257,7 @@ def _step_calls(step: StepEvent, *, by_model: int = 1) -> list[Call]:
 def _repeats(previous: Call, call: Call) -> bool:
     """A model repeat: ``call`` is the same call as ``previous``, the call just before it, sent again
     after ``previous`` failed or found nothing."""
-    return previous.key == call.key and (previous.sent_error or _found_nothing(previous))
+    return (previous.sent_error or _found_nothing(previous)) and previous.key == call.key
 
 
 def step_repeats(previous: StepEvent | None, step: StepEvent) -> bool:

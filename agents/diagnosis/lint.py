@@ -111,6 +111,7 @@ def template(text: str) -> str:
     return out[:300]
 
 
+@functools.lru_cache(maxsize=8192)
 def template_key(tool: str, text: str) -> str:
     """A short stable id of a tool's message template (the Tools page's lint rows, the patterns)."""
     return hashlib.sha1(f"{tool}\x1f{template(text)}".encode()).hexdigest()[:16]

@@ -192,6 +192,14 @@ class _Waste:
         return finding
 
 
+def _chains_tried(trace: Trace) -> list[tuple[list[Call], list[tuple[Call, Attempt, bool]]]]:
+    """Each of ``_chains`` with its ``_tries``, worked out once per trace: four rules read them."""
+    tried = trace.__dict__.get("_chains_tried")
+    if tried is None:
+        tried = trace.__dict__["_chains_tried"] = [(chain, _tries(chain)) for chain in _chains(trace)]
+    return tried
+
+
 def _tries(chain: list[Call]) -> list[tuple[Call, Attempt, bool]]:
     """Every try of a chain in order: (call, attempt, whether the model sent it)."""
     out = []
@@ -228,8 +236,9 @@ def _refusal(f: Failure) -> bool:
 
 def retried_refusal(trace: Trace) -> list[Finding]:
     out = []
-    for chain in _chains(trace):
-        tries = _tries(chain)
+    for _, tries in _chains_tried(trace):
+        if len(tries) < 2:  # the failure must be followed by a try
+            continue
         waste, cause, cause_call = _Waste(), None, None
         for k, (call, attempt, by_model) in enumerate(tries):
             if cause is not None:
@@ -427,7 +436,7 @@ def _transient(f: Failure) -> bool:
 
 def transient_to_model(trace: Trace) -> list[Finding]:
     out = []
-    for chain in _chains(trace):
+    for chain, _ in _chains_tried(trace):
         if len(chain) < 2:
             continue
         first = chain[0]
@@ -538,7 +547,9 @@ _MAY_HAVE_APPLIED = re.compile(
 
 def unsafe_write_retry(trace: Trace) -> list[Finding]:
     out = []
-    for chain in _chains(trace):
+    for chain, tries in _chains_tried(trace):
+        if len(tries) < 2:  # a failure followed by a try
+            continue
         first = chain[0]
         effects = trace.effects(first.tool)
         if effects.changes is not True or effects.idempotent is True:
@@ -546,7 +557,6 @@ def unsafe_write_retry(trace: Trace) -> list[Finding]:
         key = idempotency_key_in(first.input)
         if key:
             continue
-        tries = _tries(chain)
         waste, cause, said = _Waste(), None, ""
         for k, (call, attempt, by_model) in enumerate(tries):
             if cause is not None:
@@ -626,8 +636,9 @@ def no_error_guard(trace: Trace) -> list[Finding]:
 
 def empty_as_error(trace: Trace) -> list[Finding]:
     out = []
-    for chain in _chains(trace):
-        tries = _tries(chain)
+    for chain, tries in _chains_tried(trace):
+        if len(tries) == 1 and not chain[0].sent_error:  # neither sent as a failure nor tried again
+            continue
         waste, cause_call, reported = _Waste(), None, False
         for call, attempt, by_model in tries:
             empty = found_nothing(attempt)

@@ -175,3 +175,24 @@ def test_runs_written_together_are_diagnosed_from_the_values_written_as_a_recomp
     at_ingest = _diagnosed()
     diagnosis.findings_recompute()
     assert _diagnosed() == at_ingest
+
+
+def test_a_run_written_again_is_diagnosed_from_the_values_written_as_reading_it_back_would():
+    """A run sent again (a trace whose late spans changed it) is diagnosed from what was just written
+    of it, its kept steps as stored and its new ones as written: diagnosing it again from the database
+    then takes back exactly what that added and adds the same."""
+    from dataclasses import replace
+
+    from tracer.intake.record import runs_record
+
+    (run,) = runs_record(arrivals=[files.item_arrival(data=LEAKY)])
+    retried = {**REFUSED_THRICE["steps"][0], "input": {"order_id": "0872"}}
+    longer = {**LEAKY, "steps": [*LEAKY["steps"][:2], retried, REFUSED_THRICE["steps"][1]]}
+    runs_record(arrivals=[replace(files.item_arrival(data=longer), run_id=run.pk)])
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.finding_kinds == "internal-detail-leak,retried-refusal,vague-error"
+    assert stored.steps.count() == 4 and Finding.objects.filter(run=run).count() == 3
+    assert ToolDay.objects.get(tool="process_refund").failed == 1
+    written = _diagnosed()
+    diagnosis.runs_diagnose(run_ids=[run.pk])
+    assert _diagnosed() == written
