@@ -675,8 +675,8 @@ _DEFERRED: contextvars.ContextVar[dict[int, diagnosis.Stored | diagnosis.Rewritt
 
 def _diagnose(run_ids: list[int], *, written: Sequence[diagnosis.Stored | diagnosis.Rewritten] = ()) -> None:
     """Where every run's end is written: its findings (``tracer.diagnosis``), now or, inside
-    ``diagnosis_deferred``, with the others when it closes. ``written``: runs just inserted, diagnosed
-    from the values written (``run_ids`` are read back)."""
+    ``diagnosis_deferred``, with the others when it closes. ``written``: runs just inserted or written
+    again, diagnosed from the values written (``run_ids`` are read back)."""
     if not settings.RLT_DIAGNOSE:
         return
     waiting = _DEFERRED.get()
