@@ -17,6 +17,7 @@ from agents.diagnosis.kinds import BY_KEY, KEYS
 from agents.prices import format_money, price
 
 from ..models import Finding, Run, ToolDay
+from .prepared import Prepared
 
 
 class FindingFilterError(ValueError):
@@ -145,10 +146,17 @@ class RunFinding:
     price_basis: str
 
 
+# A run's findings, the run page's and its live poll's read (its SQL compiled once per process).
+_RUN_FINDINGS = Prepared(lambda run_id: Finding.objects.filter(run_id=run_id).order_by("position"))
+
+
 def run_findings(*, run: Run) -> list[RunFinding]:
-    """A run's findings in its order (one query), each with its kind's words and its cost."""
+    """A run's findings in its order, each with its kind's words and its cost: one query, none when
+    its row says it has none (``Run.finding_kinds``, written with them)."""
+    if not run.finding_kinds:
+        return []
     out = []
-    for f in run.findings.order_by("position"):
+    for f in _RUN_FINDINGS(run_id=run.pk):
         kind = BY_KEY.get(f.kind)
         cost, basis = finding_cost(f)
         out.append(

@@ -11,6 +11,7 @@ from django.db import connection
 
 from ..models import Run
 from .common import HEAVY_FIELDS
+from .prepared import Prepared
 
 # How a peer was found, best first: its ``pairing`` attribute.
 PAIRINGS = ("same experiment and repeat", "same experiment", "newest run")
@@ -114,15 +115,27 @@ def run_policy_peers(*, runs: list[Run], finished: bool = False, fields: Iterabl
             else:
                 picks.append((policy, newest[(scenario, policy)], PAIRINGS[2]))
         chosen[run.pk] = sorted(picks)
-    wanted = {pk for picks in chosen.values() for _, pk, _ in picks}
-    peers = Run.objects.only(*fields) if fields else Run.objects.defer(*HEAVY_FIELDS)
-    fetched = {r.pk: r for r in peers.filter(id__in=wanted)} if wanted else {}
+    wanted = sorted({pk for picks in chosen.values() for _, pk, _ in picks})
+    fetched = {r.pk: r for r in _peers_read(tuple(fields))(ids=wanted)} if wanted else {}
     for run_pk, picks in chosen.items():
         for _, pk, pairing in picks:
             peer = copy(fetched[pk])
             peer.pairing = pairing
             out[run_pk].append(peer)
     return out
+
+
+_PEER_READS: dict[tuple[str, ...], Prepared] = {}
+
+
+def _peers_read(fields: tuple[str, ...]) -> Prepared:
+    """The read of peers by id with ``fields`` (none: all but ``HEAVY_FIELDS``), compiled once per
+    process for each set of fields a page asks for."""
+    read = _PEER_READS.get(fields)
+    if read is None:
+        runs = Run.objects.only(*fields) if fields else Run.objects.defer(*HEAVY_FIELDS)
+        read = _PEER_READS[fields] = Prepared(lambda ids: runs.filter(id__in=ids))
+    return read
 
 
 # How a sub-agent's peer was matched among the sub-agents of its coordinator's peer, best first.

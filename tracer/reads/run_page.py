@@ -4,7 +4,7 @@ errors that tripped a guard and its re-runs."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -18,6 +18,7 @@ from ..previews import RUN_TEXTS, shown_annotations
 from ..waterfall import Waterfall
 from .common import HEAVY_FIELDS, index_or_zero
 from .peers import run_policy_peers, sub_agent_policy_peers
+from .prepared import Prepared
 from .stops_page import GUARD_STOPS, TRAILING_STEPS, tripping_errors
 
 # What the picture of a run reads of each step, and how many steps at a time.
@@ -35,11 +36,24 @@ def run_get(*, pk: int) -> Run:
     return get_object_or_404(runs, pk=pk)
 
 
+_RUN_SHOWN = Prepared(
+    lambda pk: (
+        Run.objects.select_related("experiment", "review__reviewer")
+        .defer("search_text", *RUN_TEXTS)
+        .annotate(**shown_annotations(*RUN_TEXTS))
+        .filter(pk=pk)
+    )
+)
+
+
 def run_shown(*, pk: int) -> Run:
     """A run as its page shows it: ``run_get``'s, its long texts (``previews.RUN_TEXTS``) read only as
-    their first characters and their sizes (``<name>_shown``, ``<name>_bytes``), never whole."""
-    runs = Run.objects.select_related("experiment", "review__reviewer").defer("search_text", *RUN_TEXTS)
-    return get_object_or_404(runs.annotate(**shown_annotations(*RUN_TEXTS)), pk=pk)
+    their first characters and their sizes (``<name>_shown``, ``<name>_bytes``), never whole. Its SQL
+    is compiled once per process (``Prepared``): every run page and live poll asks it."""
+    found = _RUN_SHOWN(pk=pk)
+    if not found:
+        raise Http404(f"no run {pk}")
+    return found[0]
 
 
 def run_text(*, pk: int, name: str) -> Any:
@@ -99,8 +113,29 @@ _STEP_ROW_COLUMNS = tuple("text_shown" if name == "text" else name for name in S
 
 
 def _step_rows(steps: QuerySet[Step]) -> list[StepRow]:
-    rows = steps.annotate(**shown_annotations("text")).values_list(*_STEP_ROW_COLUMNS)
-    return [StepRow._make(values) for values in rows]
+    return [StepRow._make(values) for values in _step_values(steps)]
+
+
+def _step_values(steps: QuerySet[Step]) -> QuerySet:
+    return steps.annotate(**shown_annotations("text")).values_list(*_STEP_ROW_COLUMNS)
+
+
+def _prepared_rows(build: Callable[..., QuerySet[Step]]) -> Callable[..., list[StepRow]]:
+    """A prepared read of ``StepRow``s: ``build(**values)`` gives the steps, ordered and sliced."""
+    prepared = Prepared(lambda **values: _step_values(build(**values)))
+    return lambda **values: [StepRow._make(row) for row in prepared(**values)]
+
+
+# The timeline's windows, each a read of one run's steps by index the pages ask again and again.
+_STEPS_FROM = _prepared_rows(
+    lambda run_id, first: Step.objects.filter(run_id=run_id, index__gte=first).order_by("index")[: STEP_WINDOW + 1]
+)
+_STEPS_BETWEEN = _prepared_rows(
+    lambda run_id, first, before: Step.objects.filter(run_id=run_id, index__gte=first, index__lt=before).order_by(
+        "index"
+    )[: STEP_WINDOW + 1]
+)
+_STEPS_NEWEST = _prepared_rows(lambda run_id: Step.objects.filter(run_id=run_id).order_by("-index")[:STEP_TAIL])
 
 
 @dataclass
@@ -153,10 +188,10 @@ def step_window(*, run: Run, after: int = 0, before: int | None = None, at: int 
     last = (before - 1) if before is not None else max(run.step_count, after)
     if at > first and (before is None or at < before):
         first += (at - first) // STEP_WINDOW * STEP_WINDOW
-    rows = run.steps.filter(index__gte=first)
-    if before is not None:
-        rows = rows.filter(index__lt=before)
-    steps = _step_rows(rows.order_by("index")[: STEP_WINDOW + 1])
+    if before is None:
+        steps = _STEPS_FROM(run_id=run.pk, first=first)
+    else:
+        steps = _STEPS_BETWEEN(run_id=run.pk, first=first, before=before)
     shown = steps[:STEP_WINDOW]
     if not shown:
         return StepWindow(steps=[])
@@ -174,7 +209,7 @@ def step_window_first(*, run: Run, at: int = 0) -> StepWindow:
     queries at most, whatever the number of steps."""
     if not run.is_active:
         return step_window(run=run, at=at)
-    tail = _step_rows(run.steps.order_by("-index")[:STEP_TAIL])[::-1]
+    tail = _STEPS_NEWEST(run_id=run.pk)[::-1]
     if not tail:
         return StepWindow(steps=[])
     before = tail[0].index
@@ -236,6 +271,7 @@ SUB_AGENT_FIELDS = (
     *("input_tokens", "policy_name", "policy_settings", "verdict", "scenario"),
     *("output_tokens", "measured_ms", "created_at", "started_at", "finished_at"),
 )
+_CHILDREN = Prepared(lambda parent_id: Run.objects.filter(parent_id=parent_id).only(*SUB_AGENT_FIELDS).order_by("id"))
 # The steps a sub-agent's fold nests at most; the rest are on its own page, a link away.
 SUB_STEPS = 20
 # The sub-agents' steps a page (or a poll, or a gap's window) nests at most, all folds together: the
@@ -248,7 +284,7 @@ def run_sub_agents(*, run: Run, shown: Iterable[int] = (), last: int | None = No
     """The run's sub-agents, with the steps of those the page nests (``nest``): the ones under the
     steps ``shown`` (their indices), those after the page's newest step ``last`` (None: the run's
     last) and those with no step. Two queries, whatever the number of steps and sub-agents."""
-    children = list(run.children.only(*SUB_AGENT_FIELDS).order_by("id"))
+    children = _CHILDREN(parent_id=run.pk)
     shown = set(shown)
     if last is None:
         last = max(run.step_count, *shown, 0)
@@ -375,5 +411,14 @@ def run_guard_errors(*, run: Run) -> list[Step]:
     """For a guard stop, the errors in a row that tripped it (from the run's last steps)."""
     if run.stop_reason not in GUARD_STOPS:
         return []
-    last = list(run.steps.defer("text").order_by("-index")[:TRAILING_STEPS])
-    return tripping_errors(last[::-1])
+    return tripping_errors(_LAST_STEPS(run_id=run.pk)[::-1])
+
+
+# What the guard's errors show of each of the run's last steps, and what finds them.
+_LAST_STEPS = Prepared(
+    lambda run_id: (
+        Step.objects.filter(run_id=run_id)
+        .only("id", "index", "kind", "is_error", "tool_name", "input", "result_content")
+        .order_by("-index")[:TRAILING_STEPS]
+    )
+)
