@@ -132,7 +132,8 @@ LOGOUT_REDIRECT_URL = "login"
 # --- Security --------------------------------------------------------------------------------
 # Login rate limiting (django-axes): 5 failed logins for one username from one address lock that
 # pair out for 15 minutes; the login page says so (tracer.access.login_locked_out). A success resets.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Then Django's model backend, with the user each request's session names read by a prepared query.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "tracer.access.UserBackend"]
 AXES_FAILURE_LIMIT = 5
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

@@ -82,10 +82,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if search_short:
         page = runs_list.RunPage(runs=[], number=1, count=0, per_page=RUNS_PER_PAGE, has_next=False)
     else:
-        runs = runs_list.run_list(filters=filters, sort=sort)
-        page = runs_list.run_page(
-            runs=runs, page=request.GET.get("page"), per_page=RUNS_PER_PAGE, searched=bool(filters.get("q"))
-        )
+        page = runs_list.run_list_page(filters=filters, sort=sort, page=request.GET.get("page"), per_page=RUNS_PER_PAGE)
     newest_first = page.number == 1 and sort == runs_list.DEFAULT_RUN_SORT
     after = max((run.pk for run in page), default=0) if newest_first else None
     active = [runs_list.run_version(run) for run in page if run.is_active]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
 from typing import Any, NamedTuple
 
 from django.core.exceptions import EmptyResultSet
@@ -15,6 +16,7 @@ from django.db.models import F, QuerySet
 from .. import search
 from ..models import Finding, Run, StopReview, run_cost
 from .common import index_or_zero, not_archived
+from .prepared import Prepared
 
 
 class RunRow(NamedTuple):
@@ -269,19 +271,62 @@ def run_page(*, runs: QuerySet[Run], page: Any, per_page: int, searched: bool = 
     )
 
 
-def run_count(*, runs: QuerySet[Run], searched: bool = False, per_page: int = 50) -> RunPage:
-    """How many runs ``runs`` has, counted up to ``RUN_COUNT_CAP`` + 1 (``SEARCH_COUNT_CAP`` + 1 for a
-    search), as an empty first page (what the list says above its table), in one query."""
+def run_list_page(*, filters: dict[str, Any], sort: str, page: Any, per_page: int) -> RunPage:
+    """The runs list's page as ``filters``, ``sort`` and ``page`` ask for it (``run_list``, ``run_page``).
+    Unfiltered and newest first, the list most visits see, its first page's two queries are compiled
+    once per process (``prepared``) rather than built for every request."""
+    if any(v not in (None, "") for k, v in filters.items() if k != "sort") or (sort and sort != DEFAULT_RUN_SORT):
+        runs = run_list(filters=filters, sort=sort)
+        return run_page(runs=runs, page=page, per_page=per_page, searched=bool(filters.get("q")))
+    counted = run_count(runs=None, per_page=per_page)
+    number = min(index_or_zero(page) or 1, PAGE_NUMBER_MAX)
+    if counted.counted_all:
+        number = min(number, counted.num_pages)
+    if number != 1:
+        return run_page(runs=run_list(), page=page, per_page=per_page)
+    rows = _rows_of(_newest_rows(per_page + 1)())
+    more = len(rows) > per_page
+    return RunPage(
+        runs=rows[:per_page],
+        number=1,
+        count=counted.count,
+        per_page=per_page,
+        has_next=more,
+        count_cap=counted.count_cap,
+    )
+
+
+@cache
+def _newest_rows(limit: int) -> Prepared:
+    """The first ``limit`` rows of the unfiltered list, newest first, and each one's review's id."""
+    return Prepared(lambda: run_list().prefetch_related(None).values_list(*ROW_FIELDS, "review__id")[:limit])
+
+
+@cache
+def _unfiltered_count_sql(cap: int) -> tuple[str, tuple]:
+    """``run_count``'s SQL of the unfiltered list (no values from a request in it), made once."""
+    return _count_sql(run_list(), cap)
+
+
+def _count_sql(runs: QuerySet[Run], cap: int) -> tuple[str, tuple]:
+    sql, params = runs.order_by().values("id")[: cap + 1].query.sql_with_params()
+    return f"SELECT COUNT(*) FROM ({sql}) counted", params
+
+
+def run_count(*, runs: QuerySet[Run] | None, searched: bool = False, per_page: int = 50) -> RunPage:
+    """How many runs ``runs`` has (None: the unfiltered list), counted up to ``RUN_COUNT_CAP`` + 1
+    (``SEARCH_COUNT_CAP`` + 1 for a search), as an empty first page (what the list says above its
+    table), in one query."""
     cap = SEARCH_COUNT_CAP if searched else RUN_COUNT_CAP
     # Plain SQL around the query of the ids: what Django's count() of a sliced query runs, at half
     # the CPU (its aggregate over a subquery is costly to build).
     try:
-        sql, params = runs.order_by().values("id")[: cap + 1].query.sql_with_params()
+        sql, params = _unfiltered_count_sql(cap) if runs is None else _count_sql(runs, cap)
     except EmptyResultSet:  # a filter nothing can match (steps ≥ more than a column holds)
         count = 0
     else:
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*) FROM ({sql}) counted", params)
+            cursor.execute(sql, params)
             count = cursor.fetchone()[0]
     return RunPage(runs=[], number=1, count=count, per_page=per_page, has_next=False, count_cap=cap)
 
