@@ -9,6 +9,7 @@ headers, so the browser never shows a cached fragment as the page (the Back butt
 from __future__ import annotations
 
 import re
+from functools import cache
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -567,12 +568,20 @@ def _safe_next(request: HttpRequest, *, fallback: str) -> str:
 
 
 def _review_context(form: RunReviewForm | None = None) -> dict:
-    """What ``tracer/review.html``'s review panel needs besides the run: the form and the choices."""
+    """What ``tracer/review.html``'s review panel needs besides the run: the form (by default the
+    empty one, ``_review_form_empty``) and the choices."""
     return {
-        "review_form": form or RunReviewForm(),
+        "review_form": form or _review_form_empty(),
         "stop_verdicts": StopReview.Verdict.choices,
         "verdicts": Run.Verdict.choices,
     }
+
+
+@cache
+def _review_form_empty() -> RunReviewForm:
+    """The unbound review form every run page and stop card shows, one per process: the panel only
+    reads it (its empty data and errors), and a form's fields are deep-copied each time one is made."""
+    return RunReviewForm()
 
 
 @login_required

@@ -80,15 +80,11 @@ def run_policy_peers(*, runs: list[Run], finished: bool = False, fields: Iterabl
     out: dict[int, list[Run]] = {r.pk: [] for r in runs}
     if not scenarios:
         return out
-    top = Run.objects.filter(scenario__in=scenarios, parent__isnull=True).order_by()
     experiments = {r.experiment_id for r in runs if r.experiment_id}
-    mates = list(
-        top.filter(experiment_id__in=experiments).values(
-            "id", "experiment_id", "scenario", "policy_name", "rerun_of_id", "status"
-        )
-        if experiments
-        else []
-    )
+    mates = []
+    if experiments:
+        top = Run.objects.filter(scenario__in=scenarios, parent__isnull=True, experiment_id__in=experiments)
+        mates = list(top.order_by().values("id", "experiment_id", "scenario", "policy_name", "rerun_of_id", "status"))
     place = experiment_repeats(mates)
     status = {row["id"]: row["status"] for row in mates}
     newest_in_place: dict[tuple, int] = {}
