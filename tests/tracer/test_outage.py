@@ -49,7 +49,7 @@ def test_a_disk_full_is_named_as_such():
 def test_any_other_error_is_still_the_500_page(admin_user):
     client = Client(raise_request_exception=False)
     client.force_login(admin_user)
-    with mock.patch("tracer.views.runs_list.run_list", side_effect=ValueError("a bug")):
+    with mock.patch("tracer.views.runs_list.run_list_page", side_effect=ValueError("a bug")):
         response = client.get("/")
     assert response.status_code == 500
     assert "Retry-After" not in response

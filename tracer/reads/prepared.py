@@ -8,8 +8,9 @@ into what the queryset itself would give: model instances with their ``select_re
 and annotations, or ``values_list`` tuples (flat or not). Prefetches are not supported.
 
 A value is a whole number or a list of them (an ``__in``): the SQL of each length of list is compiled
-once, up to ``LIST_MAX``. A number no 64-bit column holds matches no row (an exact id, a lower bound), so the call
-answers nothing without asking the database.
+once, up to ``LIST_MAX``. A value its parameter cannot hold (beyond 64 bits; on PostgreSQL, beyond the
+column's integer type, which Django's parameters name) is asked through the queryset itself, which
+answers it as Django does (an id too large matches nothing).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from django.db.models.query import FlatValuesListIterable, ModelIterable, Values
 # from any constant a query here holds.
 _MARKER_BASE = 2_147_000_000
 _INT64 = range(-(2**63), 2**63)
+# What each of psycopg's integer parameters holds (Django names a column's type by them on PostgreSQL).
+_INT_RANGES = {"Int2": range(-(2**15), 2**15), "Int4": range(-(2**31), 2**31), "Int8": _INT64}
 # The longest list whose SQL is kept (one for each length up to it); a longer one is compiled each call.
 LIST_MAX = 64
 
@@ -62,14 +65,18 @@ class Prepared:
             items = list(dict.fromkeys(value)) if isinstance(value, list | tuple) else [value]
             if any(isinstance(v, bool) or not isinstance(v, int) for v in items):
                 raise TypeError(f"{name}: whole numbers only, got {value!r}")
-            if not items or any(v not in _INT64 for v in items):
+            if not items:
                 return []
             given[name] = items if isinstance(value, list | tuple) else items[0]
         key = tuple(sorted((name, len(v) if isinstance(v, list) else None) for name, v in given.items()))
         compiled, alias = self._compiled_for(key)
         params = list(compiled.params)
         for position, name, index in compiled.slots:
-            params[position] = given[name] if index is None else given[name][index]
+            value = given[name] if index is None else given[name][index]
+            kind = type(params[position])
+            if value not in _INT_RANGES.get(kind.__name__, _INT64):
+                return list(self.build(**values))
+            params[position] = value if kind is int else kind(value)
         connection = connections[alias]
         with connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
@@ -114,7 +121,7 @@ class Prepared:
         compiler = queryset.query.get_compiler(using=alias)
         sql, params = compiler.as_sql()
         params = list(params)
-        slots = [(i, *names[p]) for i, p in enumerate(params) if type(p) is int and p in names]
+        slots = [(i, *names[p]) for i, p in enumerate(params) if isinstance(p, int) and p in names]
         if sorted(params[i] for i, _, _ in slots) != sorted(names):
             raise ValueError(f"each value must be one parameter of the SQL, once: {sorted(names)} in {params}")
         fields = [s[0] for s in compiler.select[0 : compiler.col_count]]

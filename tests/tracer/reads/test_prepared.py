@@ -67,7 +67,7 @@ def test_a_prepared_list_of_ids_is_compiled_for_its_length_and_a_long_one_still_
     assert read(ids=[]) == []
 
 
-def test_an_id_no_column_holds_matches_nothing_without_a_query():
+def test_an_id_no_column_holds_is_answered_as_django_answers_it_without_a_query():
     read = Prepared(lambda pk: Run.objects.filter(pk=pk))
     RunFactory()
     with CaptureQueriesContext(connection) as queries:
