@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import html
 import json
-from functools import cache
+from functools import cache, lru_cache
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -90,14 +91,21 @@ def backend_badge(run: Any) -> str:
 
 def _badge(run: Any) -> str:
     """``backend_badge``'s HTML as a plain string, each value escaped with ``_escape`` (each runs list row
-    has one: ``format_html`` cost a tenth of the rows' time)."""
+    has one: ``format_html`` cost a tenth of the rows' time); the same four columns make the same badge,
+    so it is kept for them (``_badge_of``)."""
+    return _badge_of(run.source, run.model_backend, run.model_name, run.source_detail)
+
+
+@lru_cache(maxsize=1024)
+def _badge_of(source: str, model_backend: str, model_name: str, source_detail: str) -> str:
+    run = SimpleNamespace(source=source, model_backend=model_backend, model_name=model_name)
     label = _escape(backend_text(run))
-    if run.source != "agent" or run.model_backend == "imported":
-        via = IMPORTED_VIA.get(run.source, run.source)
-        detail = f" ({run.source_detail})" if run.source_detail else ""
+    if source != "agent" or model_backend == "imported":
+        via = IMPORTED_VIA.get(source, source)
+        detail = f" ({source_detail})" if source_detail else ""
         title = _escape(f"imported by {via}{detail}: recorded elsewhere, not executed here")
         return f'<span class="badge imported" title="{title}">{label}</span>'
-    if run.model_backend == ModelBackendName.SIMULATED:
+    if model_backend == ModelBackendName.SIMULATED:
         return f'<span class="badge sim" title="{SIMULATED_TITLE}">{label}</span>'
     return f'<span class="badge model">{label}</span>'
 
@@ -365,6 +373,13 @@ def _escape(value: Any) -> str:
     return html.escape(str(value))
 
 
+@lru_cache(maxsize=4096)
+def _escape_word(value: str) -> str:
+    """``_escape`` of a value many rows share (a scenario, a policy, a status, a stop reason, finding
+    kinds), kept for the process; free text (labels, answers) goes through ``_escape``."""
+    return html.escape(value)
+
+
 def _cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis, as ``truncatechars`` does."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -450,7 +465,12 @@ def failures(run: Any) -> str:
 
 def _stop_cell(run: Any) -> str:
     reason = run.stop_reason
-    return f'<span class="stop {_escape(reason)}">{_escape(STOP_LABELS.get(reason, reason))}</span>' if reason else ""
+    return _stop_cell_of(reason) if reason else ""
+
+
+@lru_cache(maxsize=64)
+def _stop_cell_of(reason: str) -> str:
+    return f'<span class="stop {_escape(reason)}">{_escape(STOP_LABELS.get(reason, reason))}</span>'
 
 
 def _verdict_cell(context: template.Context, run: Any) -> str:
@@ -460,7 +480,8 @@ def _verdict_cell(context: template.Context, run: Any) -> str:
         with context.push(run=run):
             return get_template("tracer/review.html#review-cell").render(context.flatten())
     if run.verdict:
-        return f'<span class="verdict {_escape(run.verdict)}">{_escape(run.verdict)}</span>'
+        verdict = _escape_word(run.verdict)
+        return f'<span class="verdict {verdict}">{verdict}</span>'
     return "" if run.is_active else '<span class="unjudged" title="no verdict: neither pass nor fail">unjudged</span>'
 
 
@@ -504,27 +525,24 @@ def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     verdict = _verdict_cell(context, run)
     # the time zone and the run page's URL, looked up once for all the rows of one rendering
     tz, run_url = context.render_context.get("run_row") or context.render_context.setdefault(
-        "run_row", (get_current_timezone(), _run_url(get_script_prefix()))
+        "run_row", (get_current_timezone(), _escape(_run_url(get_script_prefix())))
     )
     started = run.started_at or run.created_at
     if started:  # aware, as the database gives it: localtime() without its checks
         started = started.astimezone(tz)
     when = f"{started:%b} {started.day}, {started:%H:%M:%S}" if started else ""
     answer = run.final_answer or ""
-    findings = " ".join(
-        f'<span class="badge finding">{e(kind)}</span>'
-        for kind in (getattr(run, "finding_kinds", "") or "").split(",")
-        if kind
-    )
+    findings = _finding_badges(getattr(run, "finding_kinds", "") or "")
     pk = int(run.pk)
-    status = e(run.status)
+    status = _escape_word(run.status)
+    scenario, policy = _escape_word(run.scenario or "unknown"), _escape_word(run.policy_name or "unknown")
     active, swap = ("active" if run.is_active else ""), (' hx-swap-oob="true"' if oob else "")
     return SafeString(  # every value from the run above and below is escaped or an int
         f'<tr id="run-row-{pk}" class="{active}" tabindex="-1" data-card{swap}>'
         f'<td><input type="checkbox" name="run" value="{pk}" id="run-pick-{pk}" hx-preserve '
         f'aria-label="tick run {pk}"></td>'
-        f'<td><a href="{e(run_url.format(pk))}" data-card-link>#{pk}</a></td>'
-        f"<td>{e(run.scenario or 'unknown')}{label}</td><td>{e(run.policy_name or 'unknown')}</td>"
+        f'<td><a href="{run_url.format(pk)}" data-card-link>#{pk}</a></td>'
+        f"<td>{scenario}{label}</td><td>{policy}</td>"
         f"<td>{_badge(run)}</td>"
         f'<td><span class="status {status}">{status}</span></td>'
         f'<td class="num">{int(run.step_count)}</td><td class="num">{errors_cell(run)}</td>'
@@ -576,6 +594,12 @@ def heat_row(context: template.Context, row: Any) -> str:
     return SafeString(  # every value above is escaped or an int
         f'<tr>\n        <th scope="row">{e(row.scenario)}</th>\n        {"".join(squares)}\n      </tr>'
     )
+
+
+@lru_cache(maxsize=1024)
+def _finding_badges(kinds: str) -> str:
+    """A row's findings cell: a badge for each kind of ``Run.finding_kinds`` (comma-separated)."""
+    return " ".join(f'<span class="badge finding">{_escape(kind)}</span>' for kind in kinds.split(",") if kind)
 
 
 def _duration_cell(measured_ms: float) -> str:
