@@ -39,7 +39,7 @@ class _Compiled:
     sql: str
     params: list
     slots: list[tuple[int, str, int | None]]  # (position in params, value's name, index in its list)
-    converters: list  # (column, converters, expression)
+    converters: list  # (position in the row, its converters, its expression)
     shape: str  # "models", "tuples" or "flat"
     model: Any = None
     init_list: list[str] | None = None
