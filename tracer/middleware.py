@@ -5,6 +5,9 @@
   did, with a 500).
 - An empty ``_to_field`` on an admin page: Django's admin checks the field only when the value is not
   empty, then looks up a field named "" (a 500).
+- A whole number past 64 bits in an admin page's filter (``?groups=10000000000000000000``): the
+  admin passes it to the database as an id, and SQLite cannot hold it (an OverflowError, a 500).
+  The admin's text search (``q``) takes any text.
 """
 
 from __future__ import annotations
@@ -37,6 +40,20 @@ def _unusable_input(request: HttpRequest) -> tuple[str, str] | None:
             if "\x00" in name or any("\x00" in value for value in values):
                 shown = name.replace(chr(0), "")
                 return shown, f"The value of “{shown}” contains a NUL character, which no field accepts."
-            if name == "_to_field" and "" in values and request.path.startswith(reverse("admin:index")):
+            if not request.path.startswith(reverse("admin:index")):
+                continue
+            if name == "_to_field" and "" in values:
                 return name, "“_to_field” is empty: it must name a field of the model."
+            if name != "q" and any(_past_64_bits(value) for value in values):
+                return name, f"The value of “{name}” is a number past {INTEGER_MAX:,}, the largest an id can be."
     return None
+
+
+INTEGER_MAX = 2**63 - 1  # the largest integer SQLite and PostgreSQL's bigint hold
+
+
+def _past_64_bits(value: str) -> bool:
+    digits = value.strip().removeprefix("-").removeprefix("+").lstrip("0")
+    if not (digits.isascii() and digits.isdigit()):
+        return False
+    return len(digits) > len(str(INTEGER_MAX)) or (len(digits) == len(str(INTEGER_MAX)) and int(digits) > INTEGER_MAX)
