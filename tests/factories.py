@@ -16,7 +16,7 @@ from typing import Any
 import factory
 from django.utils import timezone
 
-from agents.events import Attempt, RunStart, StepEvent
+from agents.events import Attempt, RunEnd, RunStart, StepEvent
 from agents.policies import PRESETS
 from agents.vocabulary import StepKind
 from tracer import recording
@@ -292,6 +292,45 @@ def guard_stop(**run_fields) -> Run:
     )
     steps_add(run, [_unknown_customer(i) for i in range(1, 4)])
     return run
+
+
+def guard_stop_steps() -> list[StepEvent]:
+    """The three identical failing calls of ``guard_stop``, as events to record."""
+    return [_unknown_customer(i) for i in range(1, 4)]
+
+
+def recorded_run(
+    *,
+    steps: list[StepEvent],
+    end: RunEnd,
+    model: str = "claude-haiku-4-5",
+    backend: str = "claude",
+    scenario: str = "refund-too-old",
+    policy: str = "structured",
+    experiment: Experiment | None = None,
+    started_ago_s: float = 0.0,
+) -> Run:
+    """A run recorded as the worker records one (started, its steps, ended) and diagnosed as it ends,
+    so every figure a page shows of it is the recorder's: duration, tokens, cost, findings."""
+    from datetime import timedelta
+
+    run = RunFactory(
+        status=Run.Status.QUEUED, stop_reason="", verdict="", finished_at=None, experiment=experiment,
+        started_at=timezone.now() - timedelta(seconds=started_ago_s),
+    )  # fmt: skip
+    start = RunStart(
+        scenario=scenario,
+        policy_name=policy,
+        policy_settings=run.policy_settings,
+        model_backend=backend,
+        model_name=model,
+        task="Refund.",
+    )
+    recording.run_start(run=run, start=start)
+    for step in steps:
+        recording.step_record(run=run, step=step)
+    recording.run_finish(run=run, end=end)
+    return Run.objects.get(pk=run.pk)
 
 
 def _unknown_customer(i: int) -> StepEvent:

@@ -1,42 +1,24 @@
-"""A run's duration and cost in Chromium: one figure on the run's header, its picture, the runs list and
-a coordinator's sub-agent line and the policies page's mean; the pace named apart; "not recorded" for a transcript without timings;
-the list's duration, tokens and cost columns and their sorts; "/" and j/k on the list."""
+"""A run's duration and cost in Chromium: one figure on the run's header, its picture, the runs list,
+a coordinator's sub-agent line and the policies page's mean; the pace named apart; "not recorded" for
+a transcript without timings; the list's duration, tokens and cost columns and their sorts; "/" and
+j/k on the list."""
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
-from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from agents.events import ModelAttempt, RunEnd, RunStart, StepEvent
+from agents.events import ModelAttempt, RunEnd, StepEvent
 from agents.vocabulary import StepKind
-from tests.factories import ExperimentFactory, RunFactory, failed_attempt, ok_attempt, tool_step
-from tracer import recording
+from tests.factories import ExperimentFactory, failed_attempt, ok_attempt, recorded_run, tool_step
 from tracer.intake.files import item_arrival, run_import
 from tracer.models import Run
 
 
 def _recorded(*, model: str, steps: list[StepEvent], experiment=None, started_ago_s: float = 0.0) -> Run:
-    """A run recorded as the worker records one: started, its steps, ended."""
-    run = RunFactory(
-        status=Run.Status.QUEUED, stop_reason="", verdict="", finished_at=None, experiment=experiment,
-        started_at=timezone.now() - timedelta(seconds=started_ago_s),
-    )  # fmt: skip
-    start = RunStart(
-        scenario="refund-too-old",
-        policy_name="structured",
-        policy_settings=run.policy_settings,
-        model_backend="claude",
-        model_name=model,
-        task="Refund.",
-    )
-    recording.run_start(run=run, start=start)
-    for step in steps:
-        recording.step_record(run=run, step=step)
-    recording.run_finish(run=run, end=RunEnd("final_answer", final_answer="Done."))
-    return Run.objects.get(pk=run.pk)
+    end = RunEnd("final_answer", final_answer="Done.")
+    return recorded_run(steps=steps, end=end, model=model, experiment=experiment, started_ago_s=started_ago_s)
 
 
 def _timed_steps() -> list[StepEvent]:

@@ -7,8 +7,16 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from agents.events import RunEnd, Verdict
+from agents.vocabulary import SIMULATED_MODEL_NAME
 from tests.e2e.conftest import save_screenshot
-from tests.factories import RunFactory, guard_stop, refund_too_old_starter, refund_too_old_structured
+from tests.factories import (
+    RunFactory,
+    guard_stop_steps,
+    recorded_run,
+    refund_too_old_starter,
+    refund_too_old_structured,
+)
 from tracer import tokens
 
 PHONE = {"width": 390, "height": 844}
@@ -91,8 +99,14 @@ def test_on_a_phone_the_runs_list_folds_its_filters_above_the_first_row(phone: P
 
 def test_on_a_phone_the_picture_of_a_run_stacks_its_rows_with_readable_labels(phone: Page, live_server):
     page = phone
-    run = guard_stop()
+    # recorded as the worker records a run, so its header's figures are the recorder's (the README's screenshot)
+    end = RunEnd("consecutive_errors", guard="3 tool errors in a row", verdict=Verdict(passed=False, reason="stuck"))
+    run = recorded_run(steps=guard_stop_steps(), end=end, backend="simulated", model=SIMULATED_MODEL_NAME)
     page.goto(f"{live_server.url}/runs/{run.pk}/")
+    # the model sent the refused call twice more: no harness retry, two wasted repeats
+    expect(page.locator("#run-retries")).to_have_text(
+        "0 (2 wasted on non-retryable errors, the model's repeats counted)"
+    )
     picture = page.locator("#run-waterfall svg.waterfall.narrow")
     expect(picture).to_be_visible()
     expect(page.locator("#run-waterfall svg.waterfall.wide")).to_be_hidden()
