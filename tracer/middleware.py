@@ -7,7 +7,7 @@
   empty, then looks up a field named "" (a 500).
 - A whole number past 64 bits in an admin page's filter (``?groups=10000000000000000000``): the
   admin passes it to the database as an id, and SQLite cannot hold it (an OverflowError, a 500).
-  The admin's text search (``q``) takes any text.
+  The admin's text search (``q``) takes any text, and a form posted names a bad choice itself.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _unusable_input(request: HttpRequest) -> tuple[str, str] | None:
                 continue
             if name == "_to_field" and "" in values:
                 return name, "“_to_field” is empty: it must name a field of the model."
-            if name != "q" and any(_past_64_bits(value) for value in values):
+            if source is request.GET and name != "q" and any(_past_64_bits(value) for value in values):
                 return name, f"The value of “{name}” is a number past {INTEGER_MAX:,}, the largest an id can be."
     return None
 
