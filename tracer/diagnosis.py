@@ -682,13 +682,13 @@ def runs_diagnose(
             ToolDay._meta.db_table,
             ("tool", *SCOPE),
             TOOL_COUNTS,
-            [(*key, *counts.values()) for key, counts in tool_rows.items()],  # in TOOL_COUNTS' order
+            [(*key, *(counts[c] for c in TOOL_COUNTS)) for key, counts in tool_rows.items()],
         )
         _upsert(
             FindingDay._meta.db_table,
             ("kind", "tool", *SCOPE),
             FINDING_COUNTS,
-            [(*key, *counts.values()) for key, counts in finding_rows.items()],  # in FINDING_COUNTS' order
+            [(*key, *(counts[c] for c in FINDING_COUNTS)) for key, counts in finding_rows.items()],
         )
         _upsert(
             TemplateDay._meta.db_table,
