@@ -343,6 +343,21 @@ def test_the_policy_names_from_a_trace_are_escaped_in_the_summary_and_chart(admi
     assert label.startswith("<script>x</script>: passed 1 of 1 judged")
 
 
+def test_a_scenario_key_holding_html_is_shown_as_text_in_the_heat_map(admin_client):
+    # scenario keys are validated on the way in; an older install may hold one that is not
+    scenario, policy = "<script>alert(1)</script>", '"><b id=pwn>'
+    RunFactory(scenario=scenario, policy_name=policy)
+    response = admin_client.get(reverse("tracer:policies"))
+    html = response.content.decode()
+    assert "<script>alert" not in html and "<b id=pwn>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&quot;&gt;&lt;b id=pwn&gt;" in html
+    [row] = page(response).select("table.heatmap tbody tr")
+    assert row.one("th").text == scenario
+    square = row.one("a.heat")
+    assert square["title"].startswith(f"{scenario} under {policy}: 1/1 judged passed")
+    assert square["href"] == "/?scenario=%3Cscript%3Ealert%281%29%3C/script%3E&policy=%22%3E%3Cb%20id%3Dpwn%3E"
+
+
 def test_the_policies_page_shows_a_page_of_scenarios_and_totals_over_all_of_them(admin_client):
     # traces from outside name their own scenarios: thousands of rows would make the page megabytes
     per_page = matrix_reads.SCENARIOS_PER_PAGE

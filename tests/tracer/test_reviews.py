@@ -1,4 +1,4 @@
-"""Reviews of any run (issue 12): a verdict override beside the judge's verdict, a note and tags, on the
+"""Reviews of any run: a verdict override beside the judge's verdict, a note and tags, on the
 run page, in the runs list and its filters; the stop queue's filters, identical stops reviewed at once,
 the max-steps card's wording; who may review; bad input is a 400 naming the field, with nothing written;
 query counts that do not grow with the runs shown."""
@@ -13,6 +13,7 @@ from tests.factories import (
     ExperimentFactory,
     RunFactory,
     StopReviewFactory,
+    failed_attempt,
     guard_stop,
     max_steps_stop,
     refund_too_old_starter,
@@ -318,6 +319,26 @@ def test_a_max_steps_run_page_does_not_say_errors_tripped_it(admin_client):
     consecutive = guard_stop()
     banner = get(admin_client, reverse("tracer:run", args=[consecutive.pk])).one(".banner")
     assert "Guard: 3 tool errors in a row. The errors that tripped it:" in banner.text
+
+
+@pytest.mark.parametrize("who", ["reviewer", "plain_user"])
+def test_html_in_a_stopped_run_and_its_other_policys_run_is_shown_as_text_on_the_queue(who, request):
+    script, attr = "<script>alert(1)</script>", '"><b id=pwn>'
+    stopped = guard_stop(scenario="lookup-stuck", guard=f"3 errors {attr}", source="import", source_detail=attr)
+    stopped.steps.update(
+        tool_name=script, attempts=[failed_attempt(1, category="validation", message=f"{script} {attr}").to_dict()]
+    )
+    RunFactory(scenario="lookup-stuck", policy_name="message", final_answer=f"{script} {attr}")
+    response = request.getfixturevalue(who).get(reverse("tracer:stops"))
+    html = response.content.decode()
+    assert "<script>alert" not in html and "<b id=pwn>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&quot;&gt;&lt;b id=pwn&gt;" in html
+    case = page(response).one(f"#stop-{stopped.pk}")
+    assert f"guard: 3 errors {attr}" in case.text
+    assert case.one(".badge.imported")["title"] == f"imported by file ({attr}): recorded elsewhere, not executed here"
+    calls = case.one(".failing-calls").text
+    assert f"{script}(" in calls and f"{script} {attr}" in calls
+    assert f"{script} {attr}" in case.one(".beside blockquote.answer").text
 
 
 def test_reviewing_a_stop_saves_why_it_stopped_and_moves_it_to_reviewed(admin_client):
