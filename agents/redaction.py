@@ -233,7 +233,7 @@ class Redactor:
             )
         # every trigger once, and each literal as it is and as a JSON string spells it (``clean_json``)
         # leftmost-first: only whether any trigger occurs is asked, and this match kind lets the
-        # automaton skip ahead with a SIMD prefilter (three times faster than the standard kind here)
+        # automaton skip ahead with a SIMD prefilter (faster here than the standard kind)
         self._trigger_scan = AhoCorasick(
             list(dict.fromkeys(t for _, _, triggers in self._builtin for t in triggers)),
             matchkind=MATCHKIND_LEFTMOST_FIRST,

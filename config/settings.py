@@ -95,7 +95,7 @@ TEMPLATES = [
 ]
 
 # Persistent connections, checked before each request reuses one: a new PostgreSQL connection (a
-# backend process forked) took 20 ms on the benchmark machine, more than the whole runs list.
+# backend process forked) costs more than the whole runs list.
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'tracer.sqlite3'}",

@@ -49,7 +49,7 @@ def permission_require(*, user: Any, perms: tuple[str, ...], action: str) -> Non
 
 class UserBackend(ModelBackend):
     """Django's model backend, reading the user a session names by a query compiled once per process
-    (``reads.prepared``): every page reads it, and the ORM's ``get`` cost more to build than to run.
+    (``reads.prepared``): every page reads it, and the ORM's ``get`` costs more to build than to run.
     Django's own ``get_user`` still checks the session's hash against the user's password."""
 
     def get_user(self, user_id: Any) -> Any:
@@ -75,8 +75,8 @@ class Abilities:
 def user_permissions_load(user: Any) -> None:
     """Read the permissions ``user`` holds, directly and through groups, in one query, into the cache
     ``ModelBackend.get_all_permissions`` reads first (``_perm_cache``), so ``has_perms`` asks nothing
-    more during this request. ModelBackend asks two ORM queries for them, which cost 2 ms of CPU a
-    page to build, far more than they take to run. Read afresh each request: a permission revoked
+    more during this request. ModelBackend asks two ORM queries for them, which cost far more to build
+    than to run. Read afresh each request: a permission revoked
     counts from the next request on, whichever process serves it. Superusers, inactive and anonymous
     users need no query (``has_perm`` answers them without the cache)."""
     if not user.is_active or user.is_anonymous or user.is_superuser or hasattr(user, "_perm_cache"):

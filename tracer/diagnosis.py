@@ -720,8 +720,8 @@ def _stop_key(stored: Stored) -> str | None:
 
 def _runs_mark(stored: Sequence[Stored], results) -> None:
     """Each run's finding kinds, rule set, contribution and stop signature, in one ``UPDATE … FROM`` a
-    VALUES list per 200 runs (``bulk_update``'s ``CASE`` over 500 runs cost Django more to build than
-    the diagnosis, and a subquery per column reads the list once per run and column)."""
+    VALUES list per 200 runs: ``bulk_update``'s ``CASE`` costs Django more to build than the diagnosis
+    costs to run, and a subquery per column would read the list once per run and column."""
     rows = [
         (
             s.run_id,

@@ -237,7 +237,7 @@ def _run_held(
                 cassette=cassette,
                 record_to=record_to,
                 seed=run.pk,
-                # Every model call gets only what is left of the run's time (issue 11).
+                # Every model call gets only what is left of the run's time.
                 time_limit_s=settings.RLT_RUN_TIME_LIMIT_S,
                 deadline=recorder.deadline,
                 judge=run.judge or "rules",

@@ -166,8 +166,8 @@ class RunFilterForm(forms.Form):
 def run_filter_fields(scenarios: tuple[str, ...], policies: tuple[str, ...], tags: tuple[str, ...]) -> dict:
     """``RunFilterForm``'s fields offering these scenarios, policies and tags, made once per process
     for each set of them (a new scenario, policy or tag is a new set, so the choices follow the
-    runs); copying every field and normalizing their choices for each request cost the runs list
-    more than its queries. Never changed once made: a form that changes a field copies it first."""
+    runs); copying every field and normalizing their choices for each request would cost the runs
+    list more than its queries. Never changed once made: a form that changes a field copies it first."""
     fields = copy.deepcopy(RunFilterForm.base_fields)
     # a search too short is the server's to refuse, in words: the browser's own check would keep
     # htmx from asking, and the rows of the search before would stay under the new text

@@ -286,7 +286,7 @@ class Run(models.Model):
                 name="run_matrix_cover_idx",
             ),
             # The list filtered on one of these columns, newest first: a page reads 50 entries (on
-            # "stop_reason" alone, 100,000 runs took SQLite 25 ms to sort); the stop queue's
+            # "stop_reason" alone, SQLite would sort every run of that reason); the stop queue's
             # stop_reason IN (...) reads the first.
             models.Index(fields=["stop_reason", "-created_at", "-id"], name="run_stop_created_idx"),
             # The stop queue's identical stops (id included: PostgreSQL counts them from the index alone),

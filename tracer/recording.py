@@ -189,7 +189,7 @@ class StepValues:
     """One ``StepEvent`` as its ``Step`` row stores it, redacted, made once per step: ``columns`` by
     attribute name (``run_id`` left to the caller; JSON columns as values), ``texts`` the JSON
     columns' text (``JsonText``, what ``rows_insert`` writes), ``search`` what it adds to its run's
-    ``search_text``. A plain dict, not a model instance: a ``Step()`` cost more than the rest."""
+    ``search_text``. A plain dict, not a model instance: a ``Step()`` costs more than the rest."""
 
     columns: dict[str, Any]
     texts: dict[str, JsonText | None]

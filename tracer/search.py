@@ -88,8 +88,8 @@ def newest_between(runs: QuerySet[Run], *, after: int, upto: int) -> QuerySet[Ru
     """``runs`` (from ``runs_matching`` or not) with ids after ``after`` up to ``upto``, newest (highest
     id) first. From the trigram table, its rowid is bounded too and gives the order, so it reads only
     the matches in that range from the newest down: SQLite does not carry the bound on the run's id
-    over to the table, which then read every match of a common word (0.4 s at 100,000 runs) to find
-    the few new runs among them."""
+    over to the table, which would then read every match of a common word to find the few new runs
+    among them."""
     runs = runs.filter(pk__gt=after, pk__lte=upto)
     if FTS_TABLE not in runs.query.extra_tables:
         return runs.order_by("-id")

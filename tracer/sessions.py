@@ -1,6 +1,6 @@
 """Sessions in the database, as Django's ``db`` backend keeps them, read in one plain query.
 
-Every page reads its session first; Django's backend reads it through the ORM, whose query cost more
+Every page reads its session first; Django's backend reads it through the ORM, whose query costs more
 to build than it takes to run (``SESSION_ENGINE``). Writing, expiring and flushing a session are
 Django's own, unchanged.
 """

@@ -2,7 +2,7 @@
 
 ``RIGHT[scenario]`` must pass that scenario's judge when swapped into its structured run in place of
 the simulated model's answer; each ``WRONG[scenario]`` entry is (answer, what is wrong with it) and
-must fail. ``QUOTED`` are the answers issue 22 quotes as misjudged (all right but the two marked).
+must fail. ``QUOTED`` are answers of the kind a judge misreads (all right but the two marked).
 """
 
 RIGHT: dict[str, list[str]] = {
@@ -745,7 +745,7 @@ for _scenario, _answers in RIGHT_MORE.items():
 for _scenario, _wrong in WRONG_MORE.items():
     WRONG[_scenario] = WRONG[_scenario] + _wrong
 
-# The answers issue 22 quotes as misjudged: (scenario, answer, right?).
+# Answers of the kind a judge misreads: (scenario, answer, right?).
 QUOTED: list[tuple[str, str, bool]] = [
     ("refund-too-old", "Unfortunately this falls outside the thirty-day refund period (it is 239 days old).", True),
     (

@@ -1,4 +1,4 @@
-"""Tools over a real MCP server (issue 10 part 4): the harness is an MCP client of ``agents.mcp_server``.
+"""Tools over a real MCP server: the harness is an MCP client of ``agents.mcp_server``.
 
 One test starts the server as a real subprocess over stdio; the rest use the SDK's memory streams,
 which carry the same JSON-RPC messages in this process. Over MCP or in process, a scenario must get

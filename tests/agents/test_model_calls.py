@@ -1,4 +1,4 @@
-"""Model calls against the fake Messages API (issue 11): bounded by the run's time limit, each attempt
+"""Model calls against the fake Messages API: bounded by the run's time limit, each attempt
 recorded (status, request-id, wait), retry-after capped, readable failures, and a faithful record/replay."""
 
 import json

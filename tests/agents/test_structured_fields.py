@@ -1,4 +1,4 @@
-"""Issue 10, parts 3 and 5: the structured fields decide, the lessons' missing cases, and traces that
+"""Structured tool errors: the structured fields decide, the lessons' missing cases, and traces that
 say only what happened. Each scenario test runs the wrong policy and the right one."""
 
 import io

@@ -1,4 +1,4 @@
-"""A 500-step run in Chromium (issue 13): the first screen holds its first 50 steps; scrolling to the
+"""A 500-step run in Chromium: the first screen holds its first 50 steps; scrolling to the
 gap loads the next 50 and the control loads more; a link to step 480 lands on it; a live run's page
 shows its newest steps and the poll appends the ones that arrive. The compare of two 500-step runs is
 windowed the same way: the split first, the gaps loading on scroll or click, a link to aligned step

@@ -1,4 +1,4 @@
-"""A claude run whose model calls the API answered with 529 and 429 (issue 11), read in the browser:
+"""A claude run whose model calls the API answered with 529 and 429, read in the browser:
 the run page shows each attempt and the wait before it apart from the tool's retries, and a run that
 crashed on the API says why in words, with the call that ended it."""
 

@@ -258,7 +258,7 @@ REACHED = """() => {
 }"""
 
 
-# The second pass's panels (issue 12), which each page must show and Tab must reach: the review form,
+# The review, watch and matrix panels, which each page must show and Tab must reach: the review form,
 # the picture of a run in words, the matrix's experiment and backend pickers, the pace control.
 PANEL_CONTROLS = {
     "run": ["select verdict_override", "button Save review", "summary The picture in words"],

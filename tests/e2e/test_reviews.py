@@ -1,4 +1,4 @@
-"""A reviewer at work (issue 12): overrides the judge on a run no guard stopped and finds it again in the
+"""A reviewer at work: overrides the judge on a run no guard stopped and finds it again in the
 runs list by its review and its tag; walks the stop queue from the keyboard and reviews identical stops
 at once; reads what was wrong when a review is refused."""
 

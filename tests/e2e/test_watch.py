@@ -1,4 +1,4 @@
-"""Browse and watch (issue 12), as a person does in Chromium: launch with a pace and watch the steps of a
+"""Browse and watch, as a person does in Chromium: launch with a pace and watch the steps of a
 run arrive one by one, the newest kept in view until they stop following; a section they opened stays
 open when the run ends; the picture of the run with its durations, backoff gaps and folded repeats;
 sub-agents under the step that started them with their tokens; the total duration. No CSP violation."""

@@ -1,5 +1,5 @@
 """The compare page explains a split by the policies' settings, and "other policy" links pair runs of the
-same experiment and repeat (issue 12). Runs are the simulated model's, recorded by the service a
+same experiment and repeat. Runs are the simulated model's, recorded by the service a
 worker calls; pages are read as a person reads them (``tests.dom``)."""
 
 import pytest

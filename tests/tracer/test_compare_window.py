@@ -1,4 +1,4 @@
-"""A long compare is windowed as a run's timeline is (issue 13): the first screen shows the head, the
+"""A long compare is windowed as a run's timeline is: the first screen shows the head, the
 split with its cause and the rows around it; each gap loads its next rows as an htmx fragment, and a
 link to an aligned step far down still reaches it. Split, cause, folds and the summary are found over
 every step. Pages are read as a person reads them (``tests.dom``)."""

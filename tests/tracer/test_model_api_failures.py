@@ -1,4 +1,4 @@
-"""Model-API failures as a user sees them (issue 11 B), against the fake Messages API: each attempt and
+"""Model-API failures as a user sees them, against the fake Messages API: each attempt and
 wait on the run page apart from tool retries, a readable crash reason that says what was done, model
 retries counted in the matrix, record then replay through the command line, and a call that never
 answers bounded by the run's time limit through the command line and a real worker."""

@@ -1,4 +1,4 @@
-"""The pace of an experiment (issue 12): seconds a worker pauses after each step, chosen on the launch form,
+"""The pace of an experiment: seconds a worker pauses after each step, chosen on the launch form,
 stored on the experiment, checked, and honoured by the worker over its own ``RLT_STEP_DELAY_S``."""
 
 from __future__ import annotations

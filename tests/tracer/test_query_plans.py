@@ -1,7 +1,7 @@
 """The list, matrix and stop-queue queries read an index in order instead of sorting or grouping every run.
 
-At 100,000 runs SQLite took 230 ms for the latest 50 runs when it found them through the
-``parent_id`` index and sorted every top-level run (tests/bench/bench_pages.py). SQLite's planner
+Found through the ``parent_id`` index, the latest 50 runs would mean sorting every top-level run
+(tests/bench/bench_pages.py measures it). SQLite's planner
 here has no statistics (the app never runs ANALYZE), so the plan it picks on an empty test database
 is the plan it picks on a full one.
 """
@@ -71,8 +71,8 @@ def test_the_policy_matrix_reads_the_kept_tallies_and_no_run_but_re_runs_and_ove
 
 def test_other_policies_newest_runs_are_found_by_hopping_through_an_index_not_reading_every_run():
     """The run page's and stop queue's "other policy" runs: each policy name, then its newest run,
-    looked up in the scenario-and-policy index (at 100,000 runs 0.07 ms, where a grouped MAX over the
-    scenario's runs took 1.2 ms on SQLite and 4.4 ms on PostgreSQL, and grew with the runs)."""
+    looked up in the scenario-and-policy index, where a grouped MAX over the scenario's runs would
+    grow with the runs."""
     run = guard_stop()
     found = captured_plan(lambda: stops_page.stop_cases(runs=[run]), "WITH RECURSIVE")
     searches = [part for part in found.split(" | ") if part.startswith("SEARCH r ")]
@@ -84,7 +84,7 @@ def test_other_policies_newest_runs_are_found_by_hopping_through_an_index_not_re
 def test_the_review_queue_reads_its_own_indexes_not_every_run(filters):
     """The queue (guard stops or disagreeing judges: an OR no other index serves) is a few percent of
     the runs: its filter choices, tab counts and pages read run_queue_created_idx or
-    run_queue_policy_idx. Before, each scanned every run: 220 to 380 ms at 100,000 runs on SQLite."""
+    run_queue_policy_idx, not a scan of every run."""
     guard_stop()
     StopReviewFactory(run=guard_stop())
     with CaptureQueriesContext(connection) as ctx:
@@ -99,7 +99,7 @@ def test_the_review_queue_reads_its_own_indexes_not_every_run(filters):
         assert "run_policy_idx" not in found and "TEMP B-TREE" not in found, found
 
 
-# --- the runs list's search, sorts, count and filter choices (issue 13) --------------------------
+# --- the runs list's search, sorts, count and filter choices ---------------------------------------
 
 
 @pytest.mark.skipif(not search.fts_supported(), reason="SQLite older than 3.34: no trigram tokenizer")
@@ -152,7 +152,7 @@ def test_the_filter_choices_probe_an_index_per_value_instead_of_reading_every_ru
     assert "run_scen_pol_created_idx" in found and "run_policy_idx" in found
 
 
-# --- the runs list's live poll: new runs (issue 13) ----------------------------------------------
+# --- the runs list's live poll: new runs ---------------------------------------------------------
 
 
 def test_the_poll_finds_the_newest_run_from_an_index_without_reading_every_run():
@@ -173,8 +173,8 @@ def test_new_runs_are_read_in_their_range_of_ids_whatever_the_filters(filters):
 
 @pytest.mark.skipif(not search.fts_supported(), reason="SQLite older than 3.34: no trigram tokenizer")
 def test_new_runs_of_a_search_are_read_from_the_trigram_table_in_their_range_of_ids_newest_first():
-    """A bound on the run's id alone left the table reading every match of the word (0.4 s for a common
-    word at 100,000 runs, to find a few new runs): its rowid is bounded too (FTS5's plan says > and <)."""
+    """A bound on the run's id alone would leave the table reading every match of a common word to find
+    a few new runs: its rowid is bounded too (FTS5's plan says > and <)."""
     found = captured_plan(
         lambda: runs_list.run_rows_new(filters={"q": "laptop"}, after=100, newest=140, limit=50), "MATCH"
     )

@@ -1,4 +1,4 @@
-"""Browse and watch a run (issue 12): its total duration and tokens in/out, sub-agents nested under the
+"""Browse and watch a run: its total duration and tokens in/out, sub-agents nested under the
 step that started them, and the picture of the run (a waterfall of steps, attempts and backoff gaps with
 identical failing calls folded), built from its steps (``tracer.waterfall``) and drawn on its page."""
 

@@ -1,4 +1,4 @@
-"""Issue 10, parts 3 and 5 in the dashboard: the nested-flag variant built on the policies page, run,
+"""Structured tool errors in the dashboard: the nested-flag variant built on the policies page, run,
 and compared against structured; a fatal stop's run page says no tool_result was sent."""
 
 from io import StringIO

@@ -43,10 +43,10 @@ def _newest_per_policy(*, scenarios: list[str], finished: bool) -> dict[tuple[st
     One query whose cost grows with the number of policies, not of runs: a recursive walk hops from
     each policy name to the next in the (scenario, policy_name, parent, -created_at, -id) index (a
     skip scan neither database does by itself), then takes each policy's newest run from the same
-    index. A grouped MAX(id) read every run of the scenario instead: 10 ms at 100,000 runs. The newest
-    run is ordered by the whole index's key (the first three are equal anyway): ordered by its date
-    alone, PostgreSQL read the newest runs of all through the date index until one matched, and the
-    cost it then expected set its JIT compiling the query, which took longer than running it.
+    index; a grouped MAX(id) would read every run of the scenario. The newest run is ordered by the
+    whole index's key (the first three are equal anyway): ordered by its date alone, PostgreSQL may
+    read the newest runs of all through the date index until one matches, and the cost it expects for
+    that can set its JIT compiling a query that is cheaper to run than to compile.
     """
     status = "AND r.status = %s " if finished else ""
     seeds = " UNION ALL ".join("SELECT %s AS scenario" for _ in scenarios)

@@ -154,7 +154,7 @@ SELECT DISTINCT 't', name FROM tracer_reviewtag
 
 def run_distinct_values() -> tuple[list[str], list[str], list[str]]:
     """The scenarios and the policies runs exist for and the review tags' names, each sorted, in one
-    query (the tags' own ORM query cost more to build than the three take to run)."""
+    query (the tags' own ORM query costs more to build than the three take to run)."""
     with connection.cursor() as cursor:
         cursor.execute(_DISTINCT_SQL)
         rows = cursor.fetchall()
@@ -333,9 +333,8 @@ def run_count(*, runs: QuerySet[Run] | None, searched: bool = False, per_page: i
 
 def run_rows(runs: QuerySet[Run], *, start: int = 0, stop: int | None = None) -> list[RunRow]:
     """``runs[start:stop]`` (a ``run_list`` or the like) as ``RunRow``s: their ``ROW_FIELDS`` read as
-    tuples (a page of 50 runs built as model instances with their reviews joined cost 3 ms of CPU, as
-    tuples 1 ms), and the reviews of those reviewed, with their reviewer and tags, in two queries more
-    when there are any."""
+    tuples (cheaper than building model instances with their reviews joined), and the reviews of those
+    reviewed, with their reviewer and tags, in two queries more when there are any."""
     return _rows_of(list(runs.prefetch_related(None).values_list(*ROW_FIELDS, "review__id")[start:stop]))
 
 
@@ -369,7 +368,7 @@ class RunsLive:
     newest: int | None = None
 
 
-# The poll's first question, in plain SQL (the ORM took longer to build it than a poll that finds
+# The poll's first question, in plain SQL (the ORM takes longer to build it than a poll that finds
 # nothing should cost): each named run's version, and the newest top-level run's id (the primary key
 # read backwards to the first that is no sub-agent).
 _NEWEST_TOP_LEVEL_SQL = "SELECT id FROM tracer_run WHERE parent_id IS NULL ORDER BY id DESC LIMIT 1"

@@ -215,7 +215,8 @@ def _columns(model: type, names: Iterable[str]) -> str:
 @cache
 def _unsigned_sql() -> tuple[str, str]:
     """``_unsigned_unreviewed``'s query around its kinds' condition, and one kind's condition: the SQL
-    the ORM would build for it, written once (building its OR of kinds cost more than running it)."""
+    the ORM would build for it, written once, because building its OR of kinds through the ORM costs
+    more than running the query."""
     step, run, review = (connection.ops.quote_name(m._meta.db_table) for m in (Step, Run, StopReview))
     q = connection.ops.quote_name
     head = (
@@ -282,8 +283,8 @@ def stops_identical(*, run: Run) -> list[Run]:
 
 def _tail_sql(runs: list[Run]) -> tuple[str, list[int]]:
     """The query of ``runs``' last ``TRAILING_STEPS`` steps by ``TAIL_STEP_FIELDS``, in order: each run's a
-    range of the (run, index) key, as the ORM would write it (its OR of ranges cost more to build than
-    to run)."""
+    range of the (run, index) key, as the ORM would write it, written by hand because the ORM's OR of
+    ranges costs more to build than to run."""
     q = connection.ops.quote_name
     step = q(Step._meta.db_table)
     one = f"({step}.{q('index')} > %s AND {step}.{q('run_id')} = %s)"

@@ -1,8 +1,8 @@
 """The compare page's aligned rows written in Python: one row's two steps and their attempts side by
 side, its ``<div class="pair" id="row-N">`` (``compare_pair``).
 
-Through the template's partials a row took about 0.5 ms of CPU, so the 50 rows of a short compare or
-of a gap cost more than the rest of the page (docs/performance.md); one call per row writes the same
+Through the template's partials the 50 rows of a short compare or of a gap would cost more than the
+rest of the page (docs/performance.md); one call per row writes the same
 elements. As in ``timeline_tags.step_item``, every text from a trace goes through ``escape`` (the
 stdlib's, quotes included) or ``linebreaksbr`` with autoescaping, numbers are ``int``s or formatted
 floats, and only the finished string is marked safe.

@@ -2,9 +2,9 @@
 the form to change it, as ``tracer/review.html``'s ``run-review`` partial shows them on a run's page
 and on each card of the stop queue.
 
-The stop queue shows twenty cards, each with its form for a reviewer; the form's radio buttons, options
-and fields through the template's tags cost the queue more than the rest of a card. As in
-``tracer_tags.run_row``, every text from a run, a review or a form goes through ``escape`` (the
+The stop queue shows twenty cards, each with its form for a reviewer; written in Python, the form's
+radio buttons, options and fields skip the template's per-tag work, which outweighs the rest of a card.
+As in ``tracer_tags.run_row``, every text from a run, a review or a form goes through ``escape`` (the
 stdlib's, quotes included), numbers are ``int``s, and only the finished string is marked safe.
 """
 

@@ -1,10 +1,10 @@
 """The stop queue's card written in Python (``stop_card``): the stopped run, the failing calls that tripped
 its guard, the same scenario's run under another policy, and the run's review panel.
 
-The queue shows twenty cards; through the template's tags, filters and includes they were most of the
-page's time. As in ``tracer_tags.run_row``, every text from a run or its steps goes through ``escape``
-(the stdlib's, quotes included) or ``previews.preview``, numbers are ``int``s, and only the finished
-string is marked safe.
+The queue shows twenty cards; written in Python, they skip the template's per-tag, filter and include
+work, which would be most of the page's time. As in ``tracer_tags.run_row``, every text from a run or its
+steps goes through ``escape`` (the stdlib's, quotes included) or ``previews.preview``, numbers are
+``int``s, and only the finished string is marked safe.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The run page's timeline written in Python: a step's ``<li>`` (``step_item``), a model call's attempts
 (``model_call``, which ``includes/model_call.html`` renders too) and the sub-agents a step started.
 
-Fifty steps through the template's tags, filters and includes took about 13 ms of CPU of every run page
+Fifty steps through the template's tags, filters and includes would be much of every run page's CPU
 (docs/performance.md); one call per step writes the same elements. As in ``tracer_tags.run_row``, every
 text from a trace goes through ``escape`` (the stdlib's, quotes included) or ``linebreaksbr`` with
 autoescaping, numbers are ``int``s or formatted floats, class names are escaped too, and only the
@@ -63,7 +63,7 @@ def _text(value: Any) -> str:
 
 
 def _truncate(text: str, limit: int) -> str:
-    """``truncatechars``, whose lazy ``Truncator`` cost more than the rest of a step's head: a text no
+    """``truncatechars``, whose lazy ``Truncator`` costs more than the rest of a step's head: a text no
     longer than ``limit`` is never cut (combining characters only shorten what it counts), only put in
     NFC as it does."""
     if len(text) <= limit:

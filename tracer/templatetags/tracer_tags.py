@@ -91,8 +91,8 @@ def backend_badge(run: Any) -> str:
 
 def _badge(run: Any) -> str:
     """``backend_badge``'s HTML as a plain string, each value escaped with ``_escape`` (each runs list row
-    has one: ``format_html`` cost a tenth of the rows' time); the same four columns make the same badge,
-    so it is kept for them (``_badge_of``)."""
+    has one, and ``format_html`` would be a large share of the rows' time); the same four columns make
+    the same badge, so it is kept for them (``_badge_of``)."""
     return _badge_of(run.source, run.model_backend, run.model_name, run.source_detail)
 
 
@@ -278,7 +278,7 @@ def policy_chart(totals: list[Any]) -> str:
 @register.simple_tag
 def filter_widget(field: BoundField) -> str:
     """A filter form's input or select as HTML, made in one call. Through Django's widget templates a
-    select is rendered option by option (9 ms of each runs list request for its filter form); this
+    select is rendered option by option, a large share of a runs list request for its filter form; this
     writes the same elements, the value and every attribute escaped, with ``_escape``."""
     widget = field.field.widget
     attrs = field.build_widget_attrs(dict(widget.attrs))
@@ -425,8 +425,8 @@ def _main_nav_urls(prefix: str) -> tuple[tuple[str, str, str], ...]:
 @register.simple_tag(takes_context=True)
 def main_nav(context: template.Context) -> SafeString:
     """The main navigation's links, in one call: the current page's marked ``aria-current``, Launch
-    and Import only for those who may use them. Nine ``{% url %}`` and their comparisons cost the base
-    template more than the rest of it."""
+    and Import only for those who may use them. Nine ``{% url %}`` and their comparisons would cost the
+    base template more than the rest of it."""
     request, can = context.get("request"), context.get("can")
     path = _escape(request.path) if request is not None else ""
     links = [
@@ -510,7 +510,7 @@ def experiment_run_row(context: template.Context, run: Any) -> str:
 @register.simple_tag(takes_context=True)
 def run_row(context: template.Context, run: Any, oob: bool = False) -> str:
     """One row of the runs list (its ``<tr id="run-row-N">``), made in one call: fifty rows through
-    template tags and filters took 21 ms of CPU a request (tests/bench/bench_list.py), this about 2.
+    template tags and filters would dominate the request's CPU (docs/performance.md, bench_list.py).
     Every text from the run goes through ``escape``; numbers are ints. A reviewed run's verdict cell
     is ``review.html``'s ``review-cell``."""
     e = _escape

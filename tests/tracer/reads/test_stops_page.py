@@ -158,7 +158,7 @@ def test_the_queues_counts_and_choices_read_only_the_queues_indexes_on_postgresq
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans (SQLite's: test_query_plans.py)")
 def test_identical_stops_are_counted_from_their_own_indexes_on_postgresql():
     """The signed ones from run_stop_signature_idx, the few not yet signed from run_stop_unsigned_idx,
-    not every guard stop read through the queue's indexes (17 to 26 ms at 100,000 runs)."""
+    not every guard stop read through the queue's indexes."""
     run = guard_stop()
     with CaptureQueriesContext(connection) as ctx:
         stops_page.unreviewed_identical(

@@ -426,7 +426,7 @@ def _runs_create(items: list[Unrecorded], *, user) -> None:
 
 def _traces_recorded(rows: list[tuple[int, int, int]]) -> None:
     """Mark traces recorded and link each to its run, ``(trace pk, recorded_spans, run id)`` each, in
-    one UPDATE from a VALUES list (``Case``/``When`` for a request's 30 traces cost Django more to
+    one UPDATE from a VALUES list (``Case``/``When`` for a request's traces costs Django more to
     build than the runs' inserts)."""
     table = connection.ops.quote_name(OtlpTrace._meta.db_table)
     values = ", ".join(["(%s, %s, %s)"] * len(rows))

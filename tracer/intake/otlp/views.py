@@ -180,10 +180,10 @@ class _AnsweredFirst(HttpResponse):
 class WriteBehind:
     """A thread of the process that writes the runs of requests answered first, in the order they were
     answered, on its own database connection. Up to ``depth`` writes wait behind the one under way;
-    a request answered while that many wait writes its runs itself (the old way, before its
-    connection takes the next request), so several exporters at once still write in parallel, an
-    exporter faster than the database is slowed to its pace, and the spans held in memory stay
-    bounded. So does one answered when the thread cannot be started. The thread ends, closing its
+    a request answered while that many wait writes its runs itself (before its connection takes the
+    next request), so several exporters at once still write in parallel, an exporter faster than the
+    database is slowed to its pace, and the spans held in memory stay bounded.
+    So does one answered when the thread cannot be started. The thread ends, closing its
     connection, once no write has come for ``idle_s`` seconds (the next answer starts another); it is
     no daemon, so a process stopping gracefully finishes the writes queued before it exits. A write
     the process dies before doing is done by the trace's next request or beat's sweep
