@@ -101,7 +101,9 @@ class RunFilterForm(forms.Form):
         min_length=SEARCH_MIN_CHARS,
         error_messages={"min_length": f"type {SEARCH_MIN_CHARS} or more characters (this has %(show_value)d)"},
         help_text="scenario, policy, tool, input, error or answer",
-        widget=forms.TextInput(attrs={"data-slash-focus": "", "title": "search (press / to get here)"}),
+        widget=forms.TextInput(
+            attrs={"data-slash-focus": "", "data-search-box": "", "title": "search (press / to get here)"}
+        ),
     )
     scenario = forms.ChoiceField(required=False)
     policy = forms.ChoiceField(required=False)

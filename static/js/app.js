@@ -39,6 +39,18 @@ document.addEventListener("focusin", (event) => {
   if (event.target.matches("[data-select-on-focus]")) event.target.select();
 });
 
+// [data-search-box]: a search that sends itself as one types (its form's "input changed delay"
+// trigger). Its change event, fired when the box loses focus, would send the same search again through
+// the form's "change" trigger, for the other fields, and that answer could replace the rows under a
+// click that took the focus away; the event stays in the box.
+document.addEventListener(
+  "change",
+  (event) => {
+    if (event.target.matches && event.target.matches("[data-search-box]")) event.stopPropagation();
+  },
+  true,
+);
+
 // [data-upload-progress]: a form posted by htmx shows how much of its files has been sent
 // ([data-upload-bar], [data-upload-text]), then that the server is importing them.
 document.addEventListener("htmx:xhr:progress", (event) => {
